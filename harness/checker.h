@@ -1,0 +1,46 @@
+// A checker decides one invariant of DESIGN.md §4 over a finished History. It
+// is pure: no files, no processes, no clocks. One checker per file in
+// checkers/, registered with one line: SHMSTRESS_REGISTER_CHECKER(fn).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "history.h"
+
+namespace harness {
+
+enum class Verdict { kValid, kUnknown, kInvalid };  // ordered: compose with max()
+
+inline Verdict compose(Verdict a, Verdict b) { return a > b ? a : b; }
+const char* verdict_name(Verdict v);  // "valid" / "unknown" / "invalid"
+
+struct CheckResult {
+  std::string invariant;              // e.g. "prefix.unique"
+  Verdict verdict = Verdict::kValid;
+  std::vector<std::string> problems;  // one line each, naming ops/pids/times
+  std::vector<std::string> reached;   // reached-state names this history shows
+};
+
+struct CheckerInfo {
+  std::string invariant;
+  std::string summary;  // one line for `shmstress list`
+  std::function<CheckResult(const History&)> check;
+};
+
+std::vector<CheckerInfo>& checker_registry();
+
+struct CheckerRegistration {
+  explicit CheckerRegistration(CheckerInfo info) { checker_registry().push_back(std::move(info)); }
+};
+
+#define SHMSTRESS_CONCAT2(a, b) a##b
+#define SHMSTRESS_CONCAT(a, b) SHMSTRESS_CONCAT2(a, b)
+#define SHMSTRESS_REGISTER_CHECKER(...) \
+  static ::harness::CheckerRegistration SHMSTRESS_CONCAT(checker_reg_, __LINE__)(::harness::CheckerInfo{__VA_ARGS__})
+
+// Runs every registered checker (or those named) over h.
+std::vector<CheckResult> run_checkers(const History& h, const std::vector<std::string>& only = {});
+
+}  // namespace harness

@@ -1,0 +1,112 @@
+// The history of one trial: what every worker said it did (invoke / ok / fail
+// events, one JSON line per write(2) in history.jsonl, see docs/worker-protocol.md),
+// what the harness did to it (faults, exits), and the leak audit. Checkers are
+// pure functions of a History; nothing here reads files except parse_jsonl().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace harness {
+
+using Json = nlohmann::json;
+
+enum class Outcome { kOk, kFail, kInfo };  // kInfo: cut off, may or may not have happened
+
+// Op::info_cause of an op that was still open when the trial hit its overall
+// timeout: the operation hung. Checkers match on this exact text.
+inline constexpr char kCauseTrialTimeout[] = "trial timeout";
+
+// One operation of one worker. Ops are "acquire", "release", "barrier",
+// "barrier_attach", "barrier_detach", "clean", "segment" (create a job segment).
+struct Op {
+  int job = -1;
+  int rank = -1;        // global rank within the job
+  int local_rank = -1;
+  int pid = 0;
+  std::string op;
+  std::int64_t id = 0;        // per-worker sequence number
+  std::int64_t invoke_t = 0;  // CLOCK_MONOTONIC ns
+  std::int64_t complete_t = 0;  // for kInfo: when the worker was seen dead (or trial end)
+  Outcome outcome = Outcome::kInfo;
+  Json args;                  // e.g. {"round": 3}
+  Json value;                 // ok: e.g. {"prefix": 2} / {"round": 3} / {"removed": [...], "kept": [...]}
+  std::string error_code;     // fail: shmcoord code name ("timeout", "broken", "in-use", ...)
+  std::string error_message;
+  std::string info_cause;     // kInfo: "killed by harness (SIGKILL)", "crash point X", "trial timeout"
+};
+
+// A fault window the harness (or an injector) opened. Instant faults have end == start.
+struct Fault {
+  std::string kind;   // "sigkill", "sigstop", "crash-point", "stale-segment", ...
+  int job = -1;       // -1: not aimed at a job
+  int rank = -1;
+  int pid = 0;
+  std::int64_t start_t = 0;
+  std::int64_t end_t = 0;
+  Json detail;
+};
+
+// How a worker process ended, from the reaper.
+struct Exit {
+  int job = -1;
+  int rank = -1;
+  int pid = 0;
+  std::int64_t t = 0;
+  int exit_code = -1;        // >= 0 if it exited
+  int signal = 0;            // > 0 if a signal killed it
+  bool signal_sent_by_harness = false;  // SIGKILL from a fault or from teardown
+  bool teardown = false;     // killed because the trial ended / timed out
+  std::string crash_point;   // set if it killed itself at a named crash point
+};
+
+// What the audit found after the trial and its cleanup step.
+struct Audit {
+  bool ran = false;
+  std::vector<std::string> leftover_shm;    // names in the trial's /dev/shm
+  std::vector<std::string> leftover_locks;  // paths in the trial's lock dir
+  std::vector<int> orphan_pids;             // trial processes alive after teardown
+  int max_fds = -1;                         // max fds any worker reported holding after acquire
+  int max_fds_job = -1, max_fds_rank = -1, max_fds_pid = 0;  // the worker that reported max_fds
+};
+
+// The scenario facts checkers need (not the whole scenario).
+struct JobMeta {
+  int ranks = 1;               // processes of this job on the node
+  int barrier_rounds = 0;      // rounds each rank runs
+  std::vector<std::string> dirs;
+  std::vector<bool> has_remote;
+};
+struct TrialMeta {
+  std::string scenario;
+  std::uint64_t seed = 0;
+  std::vector<JobMeta> jobs;
+  std::int64_t acquire_deadline_ns = 0;  // subject's own deadline for acquire
+  std::int64_t barrier_deadline_ns = 0;  // subject's own deadline for one barrier round
+  std::int64_t grace_ns = 2'000'000'000; // slack allowed past a deadline
+  std::int64_t fd_bound = 64;            // prefix.progress: fds a worker may hold after acquire
+  bool cleanup_step = false;             // the workload ends with a cleanup step
+};
+
+struct History {
+  TrialMeta meta;
+  std::vector<Op> ops;        // sorted by invoke_t
+  std::vector<Fault> faults;  // sorted by start_t
+  std::vector<Exit> exits;
+  Audit audit;
+  std::int64_t start_t = 0, end_t = 0;
+  bool timed_out = false;     // the trial hit its overall timeout (a hang)
+};
+
+// Parses history.jsonl lines into a History. Unmatched invokes become kInfo
+// ops closed at the worker's exit (or end_t) with the reaper's cause. Bad lines
+// are reported in `errors` and skipped.
+History build_history(const std::vector<Json>& events, const TrialMeta& meta, std::vector<std::string>* errors);
+std::vector<Json> parse_jsonl(const std::string& text, std::vector<std::string>* errors);
+
+}  // namespace harness

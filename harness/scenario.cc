@@ -1,0 +1,728 @@
+// Scenario parsing: TOML (toml++) → harness::Scenario.
+//
+// Promises (see docs/scenarios.md for the format):
+// - Every problem is reported as one ScenarioError naming the file and the line
+//   of the offending key or value, so `shmstress run` can exit 2 with a message
+//   a user can act on. When several things are wrong, the first one found
+//   walking each table's keys in file order is reported (toml++ tables
+//   iterate in key order, so keys are sorted by position first).
+// - Unknown keys are errors, never ignored: a misspelled `clean_befor` must not
+//   silently run a different experiment than the one the author meant.
+// - No exception leaves parse_scenario / load_scenario: toml++'s parse_error
+//   and anything else thrown inside are caught and turned into a ScenarioError.
+#include "scenario.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+namespace harness {
+namespace {
+
+// Limits. They bound what one node can run in a trial, and catch typos such as
+// ranks = 800 or timeout = "20m" (meant "20s") before they cost a CI hour.
+constexpr int kMaxJobs = 64;         // after expanding `count`
+constexpr int kMaxTotalRanks = 256;  // over all jobs
+constexpr int kMaxCount = 64;
+constexpr int kMaxRanks = 64;
+constexpr int kMaxDirs = 16;
+constexpr int kMaxRounds = 10000;
+constexpr int kMaxTrials = 100000;
+constexpr int kMaxLwsWrong = 4096;
+constexpr Ms kMaxJitter = std::chrono::minutes(10);  // any range (jitter, hold)
+constexpr Ms kMinTimeout{100};
+constexpr Ms kMaxTimeout = std::chrono::minutes(10);
+constexpr Ms kMinDeadline{10};
+constexpr Ms kMaxDeadline = std::chrono::minutes(5);
+
+const std::vector<std::string_view> kTopKeys = {
+    "name",          "description", "invariants", "expect_reached", "trials", "timeout",
+    "final_cleanup", "deadlines",   "job",        "fault"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier"};
+const std::vector<std::string_view> kJobKeys = {
+    "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
+const std::vector<std::string_view> kWorkloadKeys = {"acquire",      "rounds",     "round_jitter",
+                                                     "hold",         "release",    "segments",
+                                                     "clean_before", "clean_after"};
+
+int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
+
+std::string join(const std::vector<std::string_view>& v) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += ", ";
+    out += s;
+  }
+  return out;
+}
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
+
+// "1500ms", "1.5s" ... for messages.
+std::string fmt_ms(Ms ms) {
+  const auto v = ms.count();
+  if (v >= 60000 && v % 60000 == 0) return std::to_string(v / 60000) + "m";
+  if (v >= 1000 && v % 1000 == 0) return std::to_string(v / 1000) + "s";
+  return std::to_string(v) + "ms";
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// One duration: digits [ "." digits ] [ unit ], unit ∈ {ms, s, m}. The value
+// must be a whole number of milliseconds (the harness's resolution). `unit` is
+// left empty when absent so a range's left side can borrow the right's unit.
+// Returns false with *why set on malformed input.
+bool parse_duration_token(std::string_view s, std::int64_t* ms, std::string_view* unit,
+                          std::string* why) {
+  std::size_t i = 0;
+  std::int64_t whole = 0;
+  std::size_t whole_digits = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    if (++whole_digits > 9) {
+      *why = "number too large";
+      return false;
+    }
+    whole = whole * 10 + (s[i] - '0');
+    ++i;
+  }
+  std::int64_t frac = 0, frac_scale = 1;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    std::size_t frac_digits = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      if (++frac_digits > 6) {
+        *why = "too many decimals";
+        return false;
+      }
+      frac = frac * 10 + (s[i] - '0');
+      frac_scale *= 10;
+      ++i;
+    }
+    if (frac_digits == 0) {
+      *why = "no digits after '.'";
+      return false;
+    }
+  }
+  if (whole_digits == 0) {
+    *why = "expected a number";
+    return false;
+  }
+  *unit = s.substr(i);
+  std::int64_t factor = 1;
+  if (unit->empty() || *unit == "ms") {
+    factor = 1;
+  } else if (*unit == "s") {
+    factor = 1000;
+  } else if (*unit == "m") {
+    factor = 60000;
+  } else {
+    *why = "unknown unit '" + std::string(*unit) + "' (use ms, s or m)";
+    return false;
+  }
+  if ((frac * factor) % frac_scale != 0) {
+    *why = "not a whole number of milliseconds";
+    return false;
+  }
+  *ms = whole * factor + frac * factor / frac_scale;
+  return true;
+}
+
+// Applies a unit given by the other side of a range to a bare number.
+bool apply_unit(std::string_view token, std::string_view unit, std::int64_t* ms, std::string* why) {
+  std::string with_unit(token);
+  with_unit += unit;
+  std::string_view ignored;
+  return parse_duration_token(with_unit, ms, &ignored, why);
+}
+
+// Parses a scenario into *out, stopping at the first error (kept in err_).
+class Parser {
+ public:
+  explicit Parser(std::string file) : file_(std::move(file)) {}
+
+  const ScenarioError& error() const { return err_; }
+
+  bool parse(const toml::table& root, Scenario* out) {
+    for (const auto& [key, node] : sorted(root)) {
+      const std::string_view k = key->str();
+      bool ok = true;
+      if (k == "name") {
+        ok = get_name(*node, &out->name);
+      } else if (k == "description") {
+        ok = get_string(*node, "description", &out->description, /*allow_empty=*/true);
+      } else if (k == "invariants") {
+        ok = get_id_list(*node, "invariants", &out->invariants);
+      } else if (k == "expect_reached") {
+        ok = get_id_list(*node, "expect_reached", &out->expect_reached);
+      } else if (k == "trials") {
+        ok = get_int(*node, "trials", 1, kMaxTrials, &out->default_trials);
+      } else if (k == "timeout") {
+        ok = get_duration(*node, "timeout", kMinTimeout, kMaxTimeout, &out->trial_timeout);
+      } else if (k == "final_cleanup") {
+        ok = get_bool(*node, "final_cleanup", &out->final_cleanup);
+      } else if (k == "deadlines") {
+        ok = parse_deadlines(*node, out);
+      } else if (k == "job") {
+        ok = parse_jobs(*node, out);
+      } else if (k == "fault") {
+        ok = parse_faults(*node, out);
+      } else {
+        ok = unknown(*key, *node, kTopKeys, "at top level");
+      }
+      if (!ok) return false;
+    }
+    if (out->jobs.empty()) return fail(0, "no [[job]]: a scenario needs at least one job");
+    return true;
+  }
+
+ private:
+  using Entry = std::pair<const toml::key*, const toml::node*>;
+
+  bool fail(int line, std::string message) {
+    err_.file = file_;
+    err_.line = line;
+    err_.message = std::move(message);
+    return false;
+  }
+  bool fail(const toml::node& n, std::string message) {
+    return fail(line_of(n), std::move(message));
+  }
+
+  // A table's entries in file order, so the first error reported is the
+  // topmost one.
+  static std::vector<Entry> sorted(const toml::table& t) {
+    std::vector<Entry> v;
+    for (const auto& [k, n] : t) v.emplace_back(&k, &n);
+    std::stable_sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) {
+      return a.first->source().begin < b.first->source().begin;
+    });
+    return v;
+  }
+
+  static int key_line(const toml::key& k, const toml::node& n) {
+    const int l = static_cast<int>(k.source().begin.line);
+    return l != 0 ? l : line_of(n);
+  }
+
+  bool unknown(const toml::key& key, const toml::node& node,
+               const std::vector<std::string_view>& known, std::string_view where) {
+    return fail(key_line(key, node), "unknown key '" + std::string(key.str()) + "' " +
+                                         std::string(where) + " (known: " + join(known) + ")");
+  }
+
+  bool get_bool(const toml::node& n, std::string_view name, bool* out) {
+    if (const auto* b = n.as_boolean()) {
+      *out = b->get();
+      return true;
+    }
+    return fail(n, "'" + std::string(name) + "' must be true or false, got " + type_name(n));
+  }
+
+  bool get_int(const toml::node& n, std::string_view name, int lo, int hi, int* out) {
+    const auto* i = n.as_integer();
+    if (i == nullptr) {
+      return fail(n, "'" + std::string(name) + "' must be an integer, got " + type_name(n));
+    }
+    const std::int64_t v = i->get();
+    if (v < lo || v > hi) {
+      return fail(n, "'" + std::string(name) + "' = " + std::to_string(v) + " is out of range (" +
+                         std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    }
+    *out = static_cast<int>(v);
+    return true;
+  }
+
+  bool get_string(const toml::node& n, std::string_view name, std::string* out, bool allow_empty) {
+    const auto* s = n.as_string();
+    if (s == nullptr) {
+      return fail(n, "'" + std::string(name) + "' must be a string, got " + type_name(n));
+    }
+    if (!allow_empty && s->get().empty()) {
+      return fail(n, "'" + std::string(name) + "' must not be empty");
+    }
+    *out = s->get();
+    return true;
+  }
+
+  // The name becomes a run-directory component and a Prometheus label value,
+  // so it is restricted to characters that are safe in both.
+  bool get_name(const toml::node& n, std::string* out) {
+    if (!get_string(n, "name", out, /*allow_empty=*/false)) return false;
+    for (char c : *out) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.';
+      if (!ok) {
+        return fail(n, "'name' = \"" + *out +
+                           "\" may only contain letters, digits, '-', '_' and '.' (it names the "
+                           "run directory)");
+      }
+    }
+    if (*out == "." || *out == "..") return fail(n, "'name' must not be \".\" or \"..\"");
+    return true;
+  }
+
+  bool get_string_list(const toml::node& n, std::string_view name, std::size_t max,
+                       std::vector<std::string>* out) {
+    const auto* a = n.as_array();
+    if (a == nullptr) {
+      return fail(n,
+                  "'" + std::string(name) + "' must be an array of strings, got " + type_name(n));
+    }
+    if (a->size() > max) {
+      return fail(n, "'" + std::string(name) + "' has " + std::to_string(a->size()) +
+                         " entries, at most " + std::to_string(max) + " allowed");
+    }
+    out->clear();
+    for (const auto& e : *a) {
+      std::string s;
+      if (!get_string(e, std::string(name) + " entry", &s, /*allow_empty=*/false)) return false;
+      out->push_back(std::move(s));
+    }
+    return true;
+  }
+
+  // invariants / expect_reached: ids checked by the caller against its
+  // registries; here only shape. An explicit empty list is refused because it
+  // reads as "check nothing" while the struct's empty means "check all".
+  bool get_id_list(const toml::node& n, std::string_view name, std::vector<std::string>* out) {
+    if (!get_string_list(n, name, 1024, out)) return false;
+    if (out->empty()) {
+      return fail(n, "'" + std::string(name) +
+                         "' is empty; list at least one id, or omit the key for the default");
+    }
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < out->size(); ++i) {
+      if (!seen.insert((*out)[i]).second) {
+        return fail(*n.as_array()->get(i),
+                    "'" + std::string(name) + "' lists \"" + (*out)[i] + "\" twice");
+      }
+    }
+    return true;
+  }
+
+  // The value as the user wrote it, for messages: "20m" or 1200.
+  static std::string literal(const toml::node& n) {
+    if (const auto* s = n.as_string()) return "\"" + s->get() + "\"";
+    if (const auto* i = n.as_integer()) return std::to_string(i->get());
+    return type_name(n);
+  }
+
+  // A range "a-b" (a bare left number borrows b's unit: "0-20ms"), a single
+  // duration string "a" (min == max), or an integer number of milliseconds.
+  // Checks shape only; callers check bounds.
+  bool get_range_value(const toml::node& n, std::string_view name, MsRange* out) {
+    const std::string examples =
+        "(expected e.g. \"250ms\", \"1.5s\", \"2m\", \"0-20ms\", \"10ms-2s\", or an integer "
+        "number of milliseconds)";
+    if (const auto* i = n.as_integer()) {
+      if (i->get() < 0 || i->get() > std::int64_t{24} * 3600 * 1000) {
+        return fail(n, "'" + std::string(name) + "' = " + std::to_string(i->get()) +
+                           " is not a valid number of milliseconds");
+      }
+      out->min = out->max = Ms(i->get());
+      return true;
+    }
+    const auto* s = n.as_string();
+    if (s == nullptr) {
+      return fail(n, "'" + std::string(name) + "' must be a duration, got " + type_name(n) + " " +
+                         examples);
+    }
+    const std::string_view text = s->get();
+    const auto bad = [&](const std::string& why) {
+      return fail(n, "'" + std::string(name) + "' = \"" + std::string(text) + "\": " + why + " " +
+                         examples);
+    };
+    const std::size_t dash = text.find('-');
+    std::string why;
+    std::int64_t lo = 0, hi = 0;
+    if (dash == std::string_view::npos) {
+      std::string_view unit;
+      if (!parse_duration_token(trim(text), &lo, &unit, &why)) return bad(why);
+      if (unit.empty()) return bad("missing unit");
+      hi = lo;
+    } else {
+      const std::string_view left = trim(text.substr(0, dash));
+      const std::string_view right = trim(text.substr(dash + 1));
+      if (right.find('-') != std::string_view::npos) return bad("more than one '-'");
+      std::string_view lunit, runit;
+      if (!parse_duration_token(left, &lo, &lunit, &why)) return bad(why);
+      if (!parse_duration_token(right, &hi, &runit, &why)) return bad(why);
+      if (runit.empty()) return bad("missing unit");
+      if (lunit.empty() && !apply_unit(left, runit, &lo, &why)) return bad(why);
+      if (lo > hi) return bad("the range is reversed (min > max)");
+    }
+    out->min = Ms(lo);
+    out->max = Ms(hi);
+    return true;
+  }
+
+  // A jitter/hold range with both ends in [0, max].
+  bool get_range(const toml::node& n, std::string_view name, Ms max, MsRange* out) {
+    MsRange r;
+    if (!get_range_value(n, name, &r)) return false;
+    if (r.max > max) {
+      return fail(n, "'" + std::string(name) + "' = " + literal(n) + " is out of range (0.." +
+                         fmt_ms(max) + ")");
+    }
+    *out = r;
+    return true;
+  }
+
+  // A single duration within [lo, hi]; ranges are refused.
+  bool get_duration(const toml::node& n, std::string_view name, Ms lo, Ms hi, Ms* out) {
+    if (const auto* s = n.as_string(); s != nullptr && s->get().find('-') != std::string::npos) {
+      return fail(n, "'" + std::string(name) + "' = \"" + s->get() +
+                         "\" must be a single duration, not a range");
+    }
+    MsRange r;
+    if (!get_range_value(n, name, &r)) return false;
+    if (r.min < lo || r.min > hi) {
+      return fail(n, "'" + std::string(name) + "' = " + literal(n) + " is out of range (" +
+                         fmt_ms(lo) + ".." + fmt_ms(hi) + ")");
+    }
+    *out = r.min;
+    return true;
+  }
+
+  bool parse_deadlines(const toml::node& n, Scenario* out) {
+    const auto* t = n.as_table();
+    if (t == nullptr)
+      return fail(n, "'deadlines' must be a table ([deadlines]), got " + std::string(type_name(n)));
+    for (const auto& [key, node] : sorted(*t)) {
+      Ms* dst = nullptr;
+      if (key->str() == "acquire") {
+        dst = &out->acquire_deadline;
+      } else if (key->str() == "barrier") {
+        dst = &out->barrier_deadline;
+      } else {
+        return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
+      }
+      if (!get_duration(*node, "deadlines." + std::string(key->str()), kMinDeadline, kMaxDeadline,
+                        dst)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool parse_workload(const toml::node& n, Workload* w) {
+    const auto* t = n.as_table();
+    if (t == nullptr) {
+      return fail(n,
+                  "'workload' must be a table ([job.workload]), got " + std::string(type_name(n)));
+    }
+    for (const auto& [key, node] : sorted(*t)) {
+      const std::string_view k = key->str();
+      bool ok = true;
+      if (k == "acquire") {
+        ok = get_bool(*node, "acquire", &w->acquire);
+      } else if (k == "rounds") {
+        ok = get_int(*node, "rounds", 0, kMaxRounds, &w->rounds);
+      } else if (k == "round_jitter") {
+        ok = get_range(*node, "round_jitter", kMaxJitter, &w->round_jitter);
+      } else if (k == "hold") {
+        ok = get_range(*node, "hold", kMaxJitter, &w->hold);
+      } else if (k == "release") {
+        ok = get_bool(*node, "release", &w->release);
+      } else if (k == "segments") {
+        ok = get_string_list(*node, "segments", 64, &w->segments);
+      } else if (k == "clean_before") {
+        ok = get_bool(*node, "clean_before", &w->clean_before);
+      } else if (k == "clean_after") {
+        ok = get_bool(*node, "clean_after", &w->clean_after);
+      } else {
+        ok = unknown(*key, *node, kWorkloadKeys, "in [job.workload]");
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  bool parse_lws(const toml::node& n, JobSpec* job) {
+    if (const auto* s = n.as_string()) {
+      if (s->get() == "set") {
+        job->lws_mode = LwsMode::kSet;
+        return true;
+      }
+      if (s->get() == "missing") {
+        job->lws_mode = LwsMode::kMissing;
+        return true;
+      }
+      return fail(n, "'local_world_size' = \"" + s->get() +
+                         "\" must be \"set\", \"missing\" or an integer (the wrong value rank 0 "
+                         "reports)");
+    }
+    if (n.is_integer()) {
+      int v = 0;
+      if (!get_int(n, "local_world_size", 0, kMaxLwsWrong, &v)) return false;
+      job->lws_mode = LwsMode::kWrong;
+      job->lws_wrong = v;
+      return true;
+    }
+    return fail(n, "'local_world_size' must be \"set\", \"missing\" or an integer, got " +
+                       std::string(type_name(n)));
+  }
+
+  bool parse_job(const toml::table& t, Scenario* out) {
+    JobSpec job;
+    job.line = line_of(t);
+    int count = 1;
+    const toml::node* lws = nullptr;
+    for (const auto& [key, node] : sorted(t)) {
+      const std::string_view k = key->str();
+      bool ok = true;
+      if (k == "count") {
+        ok = get_int(*node, "count", 1, kMaxCount, &count);
+      } else if (k == "ranks") {
+        ok = get_int(*node, "ranks", 1, kMaxRanks, &job.ranks);
+      } else if (k == "dirs") {
+        ok = get_string_list(*node, "dirs", kMaxDirs, &job.dirs);
+      } else if (k == "remote") {
+        ok = get_bool(*node, "remote", &job.remote);
+      } else if (k == "start_jitter") {
+        ok = get_range(*node, "start_jitter", kMaxJitter, &job.start_jitter);
+      } else if (k == "local_world_size") {
+        lws = node;
+        ok = parse_lws(*node, &job);
+      } else if (k == "workload") {
+        ok = parse_workload(*node, &job.workload);
+      } else {
+        ok = unknown(*key, *node, kJobKeys, "in [job]");
+      }
+      if (!ok) return false;
+    }
+    // A "wrong" local world size equal to the real one would silently test
+    // the correct configuration.
+    if (job.lws_mode == LwsMode::kWrong && job.lws_wrong == job.ranks) {
+      return fail(*lws, "'local_world_size' = " + std::to_string(job.lws_wrong) +
+                            " equals ranks; use \"set\" for a correct value, or a different "
+                            "integer to inject a wrong one");
+    }
+    if (static_cast<int>(out->jobs.size()) + count > kMaxJobs) {
+      return fail(job.line, "too many jobs: " + std::to_string(out->jobs.size() + count) +
+                                " after expanding count, at most " + std::to_string(kMaxJobs));
+    }
+    int total = 0;
+    for (const auto& j : out->jobs) total += j.ranks;
+    total += count * job.ranks;
+    if (total > kMaxTotalRanks) {
+      return fail(job.line, "too many ranks: " + std::to_string(total) +
+                                " over all jobs, at most " + std::to_string(kMaxTotalRanks));
+    }
+    for (int i = 0; i < count; ++i) out->jobs.push_back(job);
+    return true;
+  }
+
+  bool parse_jobs(const toml::node& n, Scenario* out) {
+    const auto* a = n.as_array();
+    if (a == nullptr) {
+      return fail(n,
+                  "'job' must be an array of tables ([[job]]), got " + std::string(type_name(n)));
+    }
+    for (const auto& e : *a) {
+      const auto* t = e.as_table();
+      if (t == nullptr) {
+        return fail(e,
+                    "each 'job' entry must be a table ([[job]]), got " + std::string(type_name(e)));
+      }
+      if (!parse_job(*t, out)) return false;
+    }
+    return true;
+  }
+
+  bool to_json(const toml::node& n, std::string_view name, nlohmann::json* out) {
+    switch (n.type()) {
+      case toml::node_type::string:
+        *out = n.as_string()->get();
+        return true;
+      case toml::node_type::integer:
+        *out = n.as_integer()->get();
+        return true;
+      case toml::node_type::boolean:
+        *out = n.as_boolean()->get();
+        return true;
+      case toml::node_type::floating_point: {
+        const double d = n.as_floating_point()->get();
+        if (!std::isfinite(d)) {
+          return fail(n, "fault parameter '" + std::string(name) + "' must be finite");
+        }
+        *out = d;
+        return true;
+      }
+      case toml::node_type::array: {
+        *out = nlohmann::json::array();
+        for (const auto& e : *n.as_array()) {
+          nlohmann::json j;
+          if (!to_json(e, name, &j)) return false;
+          out->push_back(std::move(j));
+        }
+        return true;
+      }
+      case toml::node_type::table: {
+        *out = nlohmann::json::object();
+        for (const auto& [key, node] : sorted(*n.as_table())) {
+          nlohmann::json j;
+          if (!to_json(*node, std::string(name) + "." + std::string(key->str()), &j)) return false;
+          (*out)[std::string(key->str())] = std::move(j);
+        }
+        return true;
+      }
+      default:
+        return fail(n, "fault parameter '" + std::string(name) + "' is " + type_name(n) +
+                           "; dates and times are not supported");
+    }
+  }
+
+  bool parse_fault(const toml::table& t, Scenario* out) {
+    FaultSpec f;
+    f.line = line_of(t);
+    f.params = nlohmann::json::object();
+    const toml::node* kind = t.get("kind");
+    if (kind == nullptr) return fail(f.line, "[[fault]] has no 'kind' (e.g. kind = \"sigkill\")");
+    if (!get_string(*kind, "kind", &f.kind, /*allow_empty=*/false)) return false;
+    for (const auto& [key, node] : sorted(t)) {
+      const std::string k(key->str());
+      if (k == "kind") continue;
+      nlohmann::json j;
+      if (!to_json(*node, k, &j)) return false;
+      f.params[k] = std::move(j);
+      f.param_lines[k] = key_line(*key, *node);
+    }
+    out->faults.push_back(std::move(f));
+    return true;
+  }
+
+  bool parse_faults(const toml::node& n, Scenario* out) {
+    const auto* a = n.as_array();
+    if (a == nullptr) {
+      return fail(
+          n, "'fault' must be an array of tables ([[fault]]), got " + std::string(type_name(n)));
+    }
+    for (const auto& e : *a) {
+      const auto* t = e.as_table();
+      if (t == nullptr) {
+        return fail(
+            e, "each 'fault' entry must be a table ([[fault]]), got " + std::string(type_name(e)));
+      }
+      if (!parse_fault(*t, out)) return false;
+    }
+    return true;
+  }
+
+  std::string file_;
+  ScenarioError err_;
+};
+
+}  // namespace
+
+std::string ScenarioError::to_string() const {
+  std::string out = file.empty() ? "<scenario>" : file;
+  if (line > 0) out += ":" + std::to_string(line);
+  return out + ": " + message;
+}
+
+std::optional<Scenario> parse_scenario(const std::string& text, const std::string& file,
+                                       ScenarioError* err) {
+  ScenarioError local;
+  if (err == nullptr) err = &local;
+  *err = ScenarioError{file, 0, ""};
+  try {
+    toml::table root;
+    try {
+      root = toml::parse(text, file);
+    } catch (const toml::parse_error& e) {
+      err->line = static_cast<int>(e.source().begin.line);
+      err->message = "TOML syntax error: " + std::string(e.description());
+      return std::nullopt;
+    }
+    Scenario sc;
+    sc.file = file;
+    sc.name = std::filesystem::path(file).stem().string();
+    sc.raw_toml = text;
+    Parser p(file);
+    if (!p.parse(root, &sc)) {
+      *err = p.error();
+      return std::nullopt;
+    }
+    return sc;
+  } catch (const std::exception& e) {
+    err->line = 0;
+    err->message = std::string("internal error while parsing: ") + e.what();
+    return std::nullopt;
+  } catch (...) {
+    err->line = 0;
+    err->message = "internal error while parsing";
+    return std::nullopt;
+  }
+}
+
+std::optional<Scenario> load_scenario(const std::string& path, ScenarioError* err) {
+  ScenarioError local;
+  if (err == nullptr) err = &local;
+  *err = ScenarioError{path, 0, ""};
+  std::string text;
+  try {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      err->message = "cannot read scenario file: is a directory";
+      return std::nullopt;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      err->message = "cannot open scenario file: " +
+                     std::string(std::error_code(errno, std::generic_category()).message());
+      return std::nullopt;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) {
+      err->message = "cannot read scenario file";
+      return std::nullopt;
+    }
+    text = std::move(ss).str();
+  } catch (const std::exception& e) {
+    err->message = std::string("cannot read scenario file: ") + e.what();
+    return std::nullopt;
+  }
+  return parse_scenario(text, path, err);
+}
+
+}  // namespace harness

@@ -1,0 +1,87 @@
+// A scenario file (scenarios/*.toml): the topology of jobs on one node, the
+// workload each rank runs, the faults to inject and the invariants to check.
+// See docs/scenarios.md for the format. Parsing rejects unknown keys and
+// out-of-range values with "file:line: what is wrong" (exit code 2).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harness {
+
+using Ms = std::chrono::milliseconds;
+
+// "a-b" or a single duration "a" (then min == max).
+struct MsRange {
+  Ms min{0}, max{0};
+};
+
+struct Workload {
+  bool acquire = true;     // get a prefix
+  int rounds = 0;          // barrier rounds after acquiring (barrier "<prefix>_barrier")
+  MsRange round_jitter{};  // sleep before each round
+  MsRange hold{};          // sleep after the rounds, before release
+  bool release = true;
+  std::vector<std::string> segments;  // job segments the local leader creates after acquire
+  bool clean_before = false;          // run clean_stale before acquiring
+  bool clean_after = false;           // run clean_stale after releasing
+};
+
+enum class LwsMode { kSet, kMissing, kWrong };
+
+struct JobSpec {
+  int ranks = 1;                     // processes on this node (local world size)
+  std::vector<std::string> dirs;     // "{job}" expands to the job index
+  bool remote = false;               // dirs have a remote
+  MsRange start_jitter{};            // delay before the worker starts its ops
+  LwsMode lws_mode = LwsMode::kSet;  // misconfiguration: missing or wrong local world size
+  int lws_wrong = 0;                 // for kWrong: the value rank 0 reports (others report ranks)
+  Workload workload;
+  int line = 0;  // line of its [[job]] header (the same for every copy made by `count`)
+};
+
+struct FaultSpec {
+  std::string kind;       // an injector name (see `shmstress list`)
+  nlohmann::json params;  // the rest of the [[fault]] table, validated by the injector
+  int line = 0;           // line of the [[fault]] header
+  std::map<std::string, int> param_lines;  // line of each key in params, so an injector can
+                                           // report "file:line" for the value it rejects
+};
+
+struct Scenario {
+  std::string file;  // path it was loaded from
+  std::string name;  // file stem unless set
+  std::string description;
+  std::vector<JobSpec> jobs;  // after expanding `count`
+  std::vector<FaultSpec> faults;
+  std::vector<std::string> invariants;      // empty: all
+  std::vector<std::string> expect_reached;  // reached states that must occur, else inconclusive
+  Ms acquire_deadline{5000};
+  Ms barrier_deadline{3000};
+  Ms trial_timeout{20000};    // the harness kills everything after this: a hang
+  bool final_cleanup = true;  // harness runs clean_stale after the workers end
+  int default_trials = 10;
+  std::string raw_toml;  // the file's text, copied into each trial dir
+};
+
+struct ScenarioError {
+  std::string file;
+  int line = 0;
+  std::string message;
+  std::string to_string() const;  // "file:line: message"
+};
+
+// Parses text (file is used for messages; name defaults to its stem; raw_toml
+// is set to text). Known fault kinds / invariants / reached states are checked
+// by the caller against the registries. Never throws: on failure returns
+// nullopt and fills *err (if non-null) with "file:line: message".
+std::optional<Scenario> parse_scenario(const std::string& text, const std::string& file,
+                                       ScenarioError* err);
+std::optional<Scenario> load_scenario(const std::string& path, ScenarioError* err);
+
+}  // namespace harness

@@ -1,0 +1,60 @@
+// A reusable N-process barrier in one shm segment ("<root><suffix>"), e.g. the
+// suffix Namespace::prefix_suffix(prefix, "barrier") for a job's barrier.
+//
+// Process contract:
+// - Rounds are generations: a participant leaves round r only after all
+//   num_procs participants entered round r. Waiting is a futex wait, woken the
+//   moment the round completes; there is no fixed polling tick.
+// - Attaching never resets a barrier that has a live participant. A barrier
+//   whose participants are all dead or gone is stale and is reset by the next
+//   attach.
+// - A participant that dies (SIGKILL included) without having entered the
+//   current round, or dies holding the barrier's lock, breaks the barrier:
+//   every survivor's wait() fails with Code::kBroken naming it, within
+//   `liveness_interval` (100 ms by default) of the death. A participant that
+//   detaches while others wait for it breaks it likewise.
+// - A stopped (SIGSTOP) participant is alive: the others wait until their
+//   deadline, then the barrier breaks with Code::kTimeout naming who is missing.
+// - Disagreeing process counts are Code::kMismatch for the caller and break the
+//   barrier for everyone, with the reason.
+// - The last participant to detach unlinks the segment (only if the name still
+//   refers to it). A holder that dies leaves it for the next attach or cleanup.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "shmcoord/error.h"
+#include "shmcoord/namespace.h"
+
+namespace shmcoord {
+
+struct BarrierOptions {
+  std::chrono::milliseconds timeout{60000};           // per wait() and for attach
+  std::chrono::milliseconds liveness_interval{100};   // death detection bound
+};
+
+class Barrier {
+ public:
+  static Result<Barrier> attach(const Namespace& ns, std::string suffix, int num_procs, BarrierOptions opt = {});
+  Barrier(Barrier&&) noexcept;
+  Barrier& operator=(Barrier&&) noexcept;
+  ~Barrier();  // detach()
+
+  // One round. Returns the round number that completed.
+  Result<std::uint32_t> wait();
+  Status detach();
+
+  int slot() const;
+  const std::string& name() const;
+
+  struct Impl;
+
+ private:
+  explicit Barrier(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shmcoord

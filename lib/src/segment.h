@@ -1,0 +1,85 @@
+// A fixed-layout shared segment and the namespace-wide init lock.
+//
+// Creation protocol: a segment is created, sized (fallocate, so ENOSPC is an
+// error here rather than SIGBUS later), initialised and published (magic stored
+// last) only while holding the init lock, a flock on "<lock_dir>/<root>init.lock".
+// The kernel drops a flock when its holder dies, so a creator killed between
+// create and size leaves a zero-length segment that the next opener, holding the
+// lock, recognises and rebuilds. A segment whose `retired` flag is set is being
+// unlinked: openers go round again.
+//
+// The init lock file may be deleted by cleanup only while cleanup holds it;
+// lockers re-check that the path still names the inode they locked.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "shmcoord/error.h"
+#include "shmcoord/namespace.h"
+#include "sys.h"
+
+namespace shmcoord {
+
+using Clock = std::chrono::steady_clock;
+
+struct Deadline {
+  Clock::time_point at;
+  static Deadline after(std::chrono::milliseconds d) { return Deadline{Clock::now() + d}; }
+  bool passed() const { return Clock::now() >= at; }
+  std::chrono::nanoseconds left() const {
+    auto l = at - Clock::now();
+    return l.count() > 0 ? l : std::chrono::nanoseconds(0);
+  }
+};
+
+class InitLock {
+ public:
+  static Result<InitLock> acquire(const Namespace& ns, Deadline d);
+  // Non-blocking: kInUse when somebody else holds it.
+  static Result<InitLock> try_acquire(const Namespace& ns);
+  // Removes the lock file while holding it (cleanup).
+  Status unlink_held();
+  const std::string& path() const { return path_; }
+
+ private:
+  sys::Fd fd_;
+  std::string path_;
+};
+
+struct SegmentSpec {
+  std::string suffix;
+  std::size_t size;
+  const char* fp_area;  // failpoint area, e.g. "registry" -> "shm/registry/open"
+  std::function<void(void*)> init;                  // builds a fresh layout (magic last)
+  std::function<const char*(const void*, std::size_t)> validate;
+  std::function<bool(const void*)> retired;         // read under no lock: a hint
+};
+
+class Segment {
+ public:
+  // Opens the segment by name, creating (or rebuilding, if it is zero-length,
+  // truncated or garbage) it under the init lock when `create` is set.
+  static Result<Segment> open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d);
+
+  void* data() const { return map_.get(); }
+  const std::string& name() const { return name_; }
+  ino_t inode() const { return ino_; }
+  // Unlinks the name if it still refers to this segment (caller holds the init lock).
+  Status unlink_if_same(const char* fp);
+
+ private:
+  sys::Fd fd_;
+  sys::Mapping map_;
+  std::string name_;
+  ino_t ino_ = 0;
+};
+
+// Inode of /dev/shm/<name without leading slash>, 0 if absent.
+ino_t shm_inode(const std::string& shm_name);
+
+// Best-effort pause used between lock attempts (bounded exponential backoff).
+void backoff(int attempt, Deadline d);
+
+}  // namespace shmcoord

@@ -1,0 +1,49 @@
+#include "shmcoord/tracker.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "shmcoord/registry.h"
+
+namespace shmcoord {
+
+Result<ResourceTracker> ResourceTracker::start(const Namespace& ns) {
+  if (auto v = ns.validate(); !v) return std::unexpected(v.error());
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  if (pidfd < 0) return std::unexpected(sys_error("pidfd_open", "self", errno));
+  pid_t child = ::fork();
+  if (child < 0) {
+    int e = errno;
+    ::close(pidfd);
+    return std::unexpected(sys_error("fork", "resource tracker", e));
+  }
+  if (child == 0) {
+    // Hold nothing of the parent's: an inherited lock or segment fd would keep it alive.
+    if (::dup2(pidfd, 3) < 0) ::_exit(1);
+    ::syscall(SYS_close_range, 4, ~0U, 0);
+    ::prctl(PR_SET_NAME, "shmcoord-track", 0, 0, 0);
+    ::signal(SIGINT, SIG_IGN);
+    struct pollfd pfd{3, POLLIN, 0};
+    while (::poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+    }
+    if (auto reg = Registry::open(ns, false)) (void)reg->reap();
+    ::_exit(0);
+  }
+  ::close(pidfd);
+  return ResourceTracker(child);
+}
+
+ResourceTracker::~ResourceTracker() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace shmcoord
