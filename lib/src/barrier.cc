@@ -82,14 +82,19 @@ struct Barrier::Impl {
   }
 
   // Under the lock: who blocks round `gen`, and are any of them dead or gone?
+  // Arrivals are lock-free, so arrival marks are read atomically.
   std::string missing_dead(std::uint32_t gen, std::string* all_missing) {
-    std::string dead;
-    int attached = 0;
+    std::string dead, dead_arrived;
+    int attached = 0, arrived = 0;
     for (int i = 0; i < records::kMaxRanks; ++i) {
       const Participant& q = b->parts[i];
       if (q.state == records::kPartEmpty) continue;
       if (q.state == records::kPartAttached) ++attached;
-      if (q.arrived_gen == gen + 1) continue;
+      if (load(q.arrived_gen) == gen + 1) {
+        ++arrived;
+        if (dead_arrived.empty() && q.state == records::kPartAttached && !is_alive(part_id(q))) dead_arrived = who(q, i);
+        continue;
+      }
       if (q.state == records::kPartLeft) {
         if (dead.empty()) dead = who(q, i) + " detached before entering round " + std::to_string(gen);
         continue;
@@ -103,6 +108,10 @@ struct Barrier::Impl {
     }
     if (all_missing && attached < static_cast<int>(b->num_procs)) {
       *all_missing += (all_missing->empty() ? "" : ", ") + std::to_string(b->num_procs - attached) + " never attached";
+    }
+    // Everyone arrived yet the round is not released: its releaser died.
+    if (dead.empty() && arrived >= static_cast<int>(b->num_procs) && !dead_arrived.empty()) {
+      dead = dead_arrived + " died releasing round " + std::to_string(gen);
     }
     return dead;
   }
@@ -174,6 +183,7 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
                                        " live participants of " + std::to_string(num_procs) + "; pid " +
                                        std::to_string(me.pid) + " is one too many");
     }
+    failpoint::crash_window("crash/barrier/attach/locked");
     // A reused slot must not count as having entered the current round.
     b->parts[free_slot] = Participant{me.pid, records::kPartAttached, me.start_time, 0, 0};
     impl->slot = free_slot;
@@ -186,22 +196,23 @@ Result<std::uint32_t> Barrier::wait() {
   if (I.detached) return fail(Code::kInvalidArgument, "wait() after detach()");
   BarrierLayout* b = I.b;
   const Deadline d = Deadline::after(I.opt.timeout);
-  std::uint32_t gen;
-  {
-    auto g = I.lock(d);
-    if (!g) return std::unexpected(g.error());
-    if (b->broken) return std::unexpected(I.break_locked(Code::kBroken, ""));
-    gen = b->generation;
-    b->parts[I.slot].arrived_gen = gen + 1;
-    ++b->arrived;
-    failpoint::crash_window("crash/barrier/wait/after-enter");
-    if (b->arrived >= b->num_procs) {
-      b->arrived = 0;
-      std::atomic_ref<std::uint32_t>(b->generation).store(gen + 1, std::memory_order_release);
-      failpoint::crash_window("crash/barrier/wait/release-locked");
-      sys::futex_wake_all(&b->generation);
-      return gen;
-    }
+  auto broken_error = [&]() -> Error {
+    auto g = I.lock(Deadline::after(std::chrono::milliseconds(1000)));
+    return I.break_locked(Code::kBroken, "");
+  };
+  // Fast path, no lock: a round cannot complete without our arrival, so the
+  // generation read here is the round we are entering.
+  const std::uint32_t gen = load(b->generation);
+  if (load(b->broken)) return std::unexpected(broken_error());
+  const std::uint32_t n = std::atomic_ref<std::uint32_t>(b->arrived).fetch_add(1, std::memory_order_acq_rel) + 1;
+  failpoint::crash_window("crash/barrier/wait/after-enter");  // counted, not yet marked: peers see a death
+  store(b->parts[I.slot].arrived_gen, gen + 1);
+  if (n >= load(b->num_procs)) {
+    store(b->arrived, 0);
+    failpoint::crash_window("crash/barrier/wait/before-release");  // all marked, round not released
+    std::atomic_ref<std::uint32_t>(b->generation).store(gen + 1, std::memory_order_release);
+    sys::futex_wake_all(&b->generation);
+    return gen;
   }
   failpoint::crash_window("crash/barrier/wait/before-sleep");
   for (;;) {
@@ -209,15 +220,13 @@ Result<std::uint32_t> Barrier::wait() {
     struct timespec rel{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
     if (load(b->generation) == gen && !load(b->broken)) sys::futex_wait(&b->generation, gen, &rel);
     if (load(b->generation) != gen) return gen;
-    if (load(b->broken)) {
-      auto g = I.lock(Deadline::after(std::chrono::milliseconds(1000)));
-      return std::unexpected(I.break_locked(Code::kBroken, ""));
-    }
-    // Not woken: look for dead or departed participants, and at the deadline.
+    if (load(b->broken)) return std::unexpected(broken_error());
+    // Not woken within a liveness interval: look for dead or departed
+    // participants, and at the deadline. Only this slow path takes the lock.
     auto g = I.lock(d);
     if (!g) return std::unexpected(g.error());
-    if (b->generation != gen) return gen;
-    if (b->broken) return std::unexpected(I.break_locked(Code::kBroken, ""));
+    if (load(b->generation) != gen) return gen;
+    if (load(b->broken)) return std::unexpected(I.break_locked(Code::kBroken, ""));
     std::string missing;
     std::string dead = I.missing_dead(gen, d.passed() ? &missing : nullptr);
     if (!dead.empty()) return std::unexpected(I.break_locked(Code::kBroken, dead));

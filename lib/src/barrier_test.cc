@@ -140,22 +140,42 @@ TEST_F(BarrierTest, ParticipantKilledHoldingTheLockBreaksTheBarrier) {
     auto b = Barrier::attach(ns, "b", 2, opt(20000ms));
     report(out, "in");
     report(out, outcome(b->wait()));
+    return 0;
+  });
+  ASSERT_EQ(read_line(survivor), "in");
+  auto& victim = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/barrier/attach/locked", 1, nullptr, 0);
+    (void)Barrier::attach(ns, "b", 2, opt());
+    return 0;
+  });
+  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  std::string r = read_line(survivor, 5000ms);
+  EXPECT_EQ(r.rfind("broken:", 0), 0u) << r;
+  EXPECT_NE(r.find("died holding the barrier lock"), std::string::npos) << r;
+}
+
+// The last to arrive died after every arrival was marked, before releasing the round.
+TEST_F(BarrierTest, ReleaserKilledBeforeReleasingTheRoundBreaksTheBarrier) {
+  auto& survivor = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, opt(20000ms));
+    report(out, "in");
     report(out, outcome(b->wait()));
     return 0;
   });
   ASSERT_EQ(read_line(survivor), "in");
   auto& victim = fork_child([&](int) {
     auto b = Barrier::attach(ns, "b", 2, opt());
-    (void)b->wait();
+    ::usleep(100000);  // the survivor is asleep in the round
     fiu_init(0);
-    fiu_enable("crash/barrier/wait/after-enter", 1, nullptr, 0);
+    fiu_enable("crash/barrier/wait/before-release", 1, nullptr, 0);
     (void)b->wait();
     return 0;
   });
-  EXPECT_EQ(read_line(survivor), "ok");
+  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
   std::string r = read_line(survivor, 5000ms);
   EXPECT_EQ(r.rfind("broken:", 0), 0u) << r;
-  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  EXPECT_NE(r.find("died releasing round 0"), std::string::npos) << r;
 }
 
 // A stopped participant is not dead: the others wait until their deadline.
