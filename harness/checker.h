@@ -27,6 +27,9 @@ struct CheckerInfo {
   std::string invariant;
   std::string summary;  // one line for `shmstress list`
   std::function<CheckResult(const History&)> check;
+  // Every reached-state name `check` may report, so a scenario's
+  // expect_reached can be validated before anything runs.
+  std::vector<std::string> reached_states = {};
 };
 
 std::vector<CheckerInfo>& checker_registry();

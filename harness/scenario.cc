@@ -173,6 +173,46 @@ bool apply_unit(std::string_view token, std::string_view unit, std::int64_t* ms,
   return parse_duration_token(with_unit, ms, &ignored, why);
 }
 
+}  // namespace
+
+bool parse_range_text(std::string_view text, MsRange* out, std::string* why) {
+  const std::size_t dash = text.find('-');
+  std::int64_t lo = 0, hi = 0;
+  if (dash == std::string_view::npos) {
+    std::string_view unit;
+    if (!parse_duration_token(trim(text), &lo, &unit, why)) return false;
+    if (unit.empty()) {
+      *why = "missing unit";
+      return false;
+    }
+    hi = lo;
+  } else {
+    const std::string_view left = trim(text.substr(0, dash));
+    const std::string_view right = trim(text.substr(dash + 1));
+    std::string_view lunit, runit;
+    if (right.find('-') != std::string_view::npos) {
+      *why = "more than one '-'";
+      return false;
+    }
+    if (!parse_duration_token(left, &lo, &lunit, why)) return false;
+    if (!parse_duration_token(right, &hi, &runit, why)) return false;
+    if (runit.empty()) {
+      *why = "missing unit";
+      return false;
+    }
+    if (lunit.empty() && !apply_unit(left, runit, &lo, why)) return false;
+    if (lo > hi) {
+      *why = "the range is reversed (min > max)";
+      return false;
+    }
+  }
+  out->min = Ms(lo);
+  out->max = Ms(hi);
+  return true;
+}
+
+namespace {
+
 // Parses a scenario into *out, stopping at the first error (kept in err_).
 class Parser {
  public:

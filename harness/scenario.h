@@ -69,6 +69,9 @@ struct Scenario {
   std::string raw_toml;  // the file's text, copied into each trial dir
 };
 
+// "250ms", "1.5s", "0-20ms", "10ms-2s" -> range; false with *why on bad input.
+bool parse_range_text(std::string_view text, MsRange* out, std::string* why);
+
 struct ScenarioError {
   std::string file;
   int line = 0;

@@ -1,0 +1,180 @@
+// barrier.liveness: with all participants alive and running, every round
+// completes within the deadline; if one dies, every survivor gets a clear
+// error within the deadline — never a hang (DESIGN §4).
+//
+// - Every barrier op (attach, round, detach) ends, ok or failed, within
+//   barrier_deadline + grace of its invoke, not counting time its own process
+//   spent stopped; one still open at the trial timeout hung.
+// - A round that fails ("timeout" or "broken") although every participant had
+//   entered it, none had died or been stopped, no fault was aimed at the job
+//   and no rank reported another kind of error (a mismatch breaks the barrier
+//   for everyone) is a round that should have completed.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "checker.h"
+#include "checkers/common.h"
+
+namespace harness {
+namespace {
+
+// Entering this close to a failure may have raced the failing rank's own deadline.
+constexpr std::int64_t kEntryMargin = 100'000'000;
+
+bool is_barrier_op(const Op& op) { return op.op == "barrier" || op.op.starts_with("barrier_"); }
+
+std::int64_t round_of(const Op& op, const std::vector<const Op*>& earlier_rounds) {
+  return checks::json_int(op.args, "round")
+      .value_or(static_cast<std::int64_t>(earlier_rounds.size()));
+}
+
+// Deaths of the other participants of op's job before it completed, as "rank 1 (pid 12) died at
+// +3.000ms".
+std::string deaths_before(const History& h, const Op& op) {
+  std::string out;
+  for (const Exit& e : h.exits) {
+    if (e.job != op.job || e.rank == op.rank || e.t > op.complete_t ||
+        (e.signal <= 0 && e.exit_code == 0))
+      continue;
+    out += fmt::format("{}rank {} (pid {}) {} at {}", out.empty() ? "" : "; ", e.rank, e.pid,
+                       e.signal > 0 ? fmt::format("was killed by signal {}", e.signal)
+                                    : fmt::format("exited {}", e.exit_code),
+                       checks::at(h, e.t));
+  }
+  return out;
+}
+
+// Whether anything outside the barrier explains a failed round of `op`'s job.
+bool failure_explained(const History& h, const Op& op, const std::map<int, const Op*>& entered,
+                       const std::set<int>& participants) {
+  for (int p : participants) {
+    auto it = entered.find(p);
+    if (it == entered.end() || it->second->invoke_t > op.complete_t - kEntryMargin) return true;
+  }
+  for (const Exit& e : h.exits) {
+    if (e.job == op.job && !(e.rank == op.rank && (e.pid == op.pid || e.pid == 0)) &&
+        checks::last_alive(h, e.job, e.rank, e.pid) < op.complete_t) {
+      return true;  // someone was gone before this rank gave up
+    }
+  }
+  for (const Fault& f : h.faults) {
+    if ((f.job == op.job || f.job < 0) && f.start_t <= op.complete_t && f.end_t >= op.invoke_t)
+      return true;
+  }
+  for (const Op& other : h.ops) {
+    if (other.job != op.job || other.invoke_t > op.complete_t) continue;
+    if (other.op == "barrier_detach") return true;
+    if (is_barrier_op(other) && other.outcome == Outcome::kFail && other.error_code != "timeout" &&
+        other.error_code != "broken") {
+      return true;
+    }
+  }
+  return false;
+}
+
+CheckResult check_barrier_liveness(const History& h) {
+  checks::Report rep("barrier.liveness");
+  const std::int64_t limit = h.meta.barrier_deadline_ns + h.meta.grace_ns;
+
+  std::map<int, std::set<int>> participants;
+  std::map<std::tuple<int, int, int>, std::vector<const Op*>>
+      rounds_of;  // (job, rank, pid) -> barrier rounds
+  std::map<std::pair<int, std::int64_t>, std::map<int, const Op*>>
+      entered;  // (job, round) -> rank -> first entry
+  std::map<const Op*, std::int64_t> round;
+  for (const Op& op : h.ops) {
+    if (!is_barrier_op(op)) continue;
+    participants[op.job].insert(op.rank);
+    if (op.op != "barrier") continue;
+    auto& mine = rounds_of[{op.job, op.rank, op.pid}];
+    std::int64_t r = round_of(op, mine);
+    mine.push_back(&op);
+    round[&op] = r;
+    auto& first = entered[{op.job, r}][op.rank];
+    if (first == nullptr || op.invoke_t < first->invoke_t) first = &op;
+  }
+  for (std::size_t j = 0; j < h.meta.jobs.size(); ++j) {
+    if (h.meta.jobs[j].barrier_rounds <= 0 || !participants.contains(static_cast<int>(j))) continue;
+    for (int r = 0; r < h.meta.jobs[j].ranks; ++r) participants[static_cast<int>(j)].insert(r);
+  }
+
+  // A participant that died while another still had barrier work to do.
+  for (const Exit& e : h.exits) {
+    if (e.signal <= 0 || !participants[e.job].contains(e.rank)) continue;
+    for (const Op& op : h.ops) {
+      if (op.op == "barrier" && op.job == e.job && op.rank != e.rank && op.complete_t >= e.t) {
+        rep.reach("barrier-participant-died");
+        break;
+      }
+    }
+  }
+
+  for (const Op& op : h.ops) {
+    if (!is_barrier_op(op)) continue;
+    if (op.outcome == Outcome::kFail && op.error_code == "broken")
+      rep.reach("barrier-broken-detected");
+    if (op.outcome == Outcome::kFail && op.error_code == "timeout")
+      rep.reach("barrier-timeout-detected");
+    if (op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout && op.op == "barrier") {
+      rep.reach("killed-in-barrier");
+    }
+    for (const Fault& f : h.faults) {
+      if (checks::is_stop_kind(f.kind) && f.job == op.job && f.start_t <= op.complete_t &&
+          f.end_t >= op.invoke_t) {
+        rep.reach("barrier-participant-stopped");
+      }
+    }
+
+    std::string deaths = deaths_before(h, op);
+    std::string context = deaths.empty() ? "" : fmt::format(" (meanwhile {})", deaths);
+    if (op.outcome == Outcome::kInfo && op.info_cause == kCauseTrialTimeout) {
+      rep.reach("hang-detected");
+      rep.invalid(fmt::format("{} was still waiting when the trial timed out at {}: a hang{}",
+                              checks::describe(h, op), checks::at(h, op.complete_t), context));
+      continue;
+    }
+    if (h.meta.barrier_deadline_ns > 0) {
+      const std::int64_t took = op.complete_t - op.invoke_t;
+      const std::int64_t stopped =
+          checks::stopped_ns(h, op.job, op.rank, op.pid, op.invoke_t, op.complete_t);
+      if (took - stopped > limit) {
+        std::string paused =
+            stopped > 0 ? fmt::format(" ({} of it stopped, not counted)", checks::ms(stopped)) : "";
+        std::string how = op.outcome == Outcome::kOk     ? "completed"
+                          : op.outcome == Outcome::kFail ? "failed"
+                                                         : "was cut off (" + op.info_cause + ")";
+        rep.invalid(fmt::format("{} {} after {}{}, past its deadline {} + grace {}{}",
+                                checks::describe(h, op), how, checks::ms(took), paused,
+                                checks::ms(h.meta.barrier_deadline_ns), checks::ms(h.meta.grace_ns),
+                                context));
+        continue;
+      }
+    }
+    if (op.op == "barrier" && op.outcome == Outcome::kFail &&
+        (op.error_code == "timeout" || op.error_code == "broken")) {
+      std::int64_t r = round[&op];
+      if (!failure_explained(h, op, entered[{op.job, r}], participants[op.job])) {
+        rep.invalid(fmt::format(
+            "{} failed round {} at {} ({}: {}) although every participant had entered it and all "
+            "were alive and running",
+            checks::describe(h, op), r, checks::at(h, op.complete_t), op.error_code,
+            op.error_message));
+      }
+    }
+  }
+  return rep.take();
+}
+
+}  // namespace
+}  // namespace harness
+
+SHMSTRESS_REGISTER_CHECKER(
+    "barrier.liveness",
+    "every round completes within the deadline; if a participant dies, every survivor gets a "
+    "clear error in time — never a hang",
+    harness::check_barrier_liveness,
+    {"barrier-participant-died", "barrier-broken-detected", "barrier-timeout-detected",
+     "killed-in-barrier", "barrier-participant-stopped", "hang-detected"});

@@ -1,0 +1,99 @@
+// barrier.safety: no participant leaves round r before every participant has
+// entered round r (DESIGN §4).
+//
+// A rank's round is args.round of its barrier op (else its ordinal among that
+// rank's barrier ops). The participants of a job's barrier are its ranks in the
+// scenario (a barrier is for all local ranks: one that never arrives must break
+// it, not be skipped) plus any rank seen using it. For every ok barrier op of
+// round r: every participant must have invoked its round-r op no later than
+// that op completed. All ranks released from round r must report the same
+// round value (the subject's generation): two values mean they were released
+// by different rounds, e.g. ranks of another job counted as ours.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "checker.h"
+#include "checkers/common.h"
+
+namespace harness {
+namespace {
+
+struct Entry {
+  const Op* op;
+  std::int64_t round;
+};
+
+CheckResult check_barrier_safety(const History& h) {
+  checks::Report rep("barrier.safety");
+  // job -> rank -> barrier ops with their round, in invoke order.
+  std::map<int, std::map<int, std::vector<Entry>>> jobs;
+  std::map<int, std::set<int>> participants;
+  for (const Op& op : h.ops) {
+    if (op.op == "barrier_attach") participants[op.job].insert(op.rank);
+    if (op.op != "barrier") continue;
+    auto& mine = jobs[op.job][op.rank];
+    std::int64_t round =
+        checks::json_int(op.args, "round").value_or(static_cast<std::int64_t>(mine.size()));
+    mine.push_back(Entry{&op, round});
+    participants[op.job].insert(op.rank);
+    if (op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout)
+      rep.reach("killed-in-barrier");
+  }
+  for (std::size_t j = 0; j < h.meta.jobs.size(); ++j) {
+    if (h.meta.jobs[j].barrier_rounds <= 0 || !jobs.contains(static_cast<int>(j))) continue;
+    for (int r = 0; r < h.meta.jobs[j].ranks; ++r) participants[static_cast<int>(j)].insert(r);
+  }
+
+  for (const auto& [job, ranks] : jobs) {
+    // round -> rank -> earliest entry
+    std::map<std::int64_t, std::map<int, const Op*>> entered;
+    for (const auto& [rank, entries] : ranks) {
+      for (const Entry& e : entries) {
+        auto& first = entered[e.round][rank];
+        if (first == nullptr || e.op->invoke_t < first->invoke_t) first = e.op;
+      }
+    }
+    for (const auto& [round, by_rank] : entered) {
+      std::map<std::int64_t, const Op*> values;  // reported round value -> one op that reported it
+      std::set<int> reported;                    // missing ranks already named for this round
+      for (const auto& [rank, entries] : ranks) {
+        for (const Entry& e : entries) {
+          if (e.round != round || e.op->outcome != Outcome::kOk) continue;
+          const Op& left = *e.op;
+          if (auto v = checks::json_int(left.value, "round")) values.emplace(*v, &left);
+          for (int p : participants[job]) {
+            auto it = by_rank.find(p);
+            const Op* in = it == by_rank.end() ? nullptr : it->second;
+            if (in != nullptr && in->invoke_t <= left.complete_t) continue;
+            if (!reported.insert(p).second) continue;
+            rep.invalid(fmt::format(
+                "job {} round {}: rank {} (pid {}) left at {} before rank {} entered ({})", job,
+                round, left.rank, left.pid, checks::at(h, left.complete_t), p,
+                in == nullptr
+                    ? std::string("it never entered that round")
+                    : fmt::format("pid {} entered at {}", in->pid, checks::at(h, in->invoke_t))));
+          }
+        }
+      }
+      if (values.size() > 1) {
+        std::string list;
+        for (const auto& [v, op] : values) {
+          list += fmt::format("{}rank {} (pid {}) as round {}", list.empty() ? "" : ", ", op->rank,
+                              op->pid, v);
+        }
+        rep.invalid(fmt::format("job {} round {}: ranks were released by different rounds: {}", job,
+                                round, list));
+      }
+    }
+  }
+  return rep.take();
+}
+
+}  // namespace
+}  // namespace harness
+
+SHMSTRESS_REGISTER_CHECKER("barrier.safety",
+                           "no participant leaves round r before every participant has entered it",
+                           harness::check_barrier_safety, {"killed-in-barrier"});

@@ -1,0 +1,1003 @@
+// Each checker over small hand-written histories: one that holds, one that
+// breaks the invariant (with the problem line naming the offender), and the
+// boundary cases each rule is there for. Histories go through build_history,
+// as a real trial's would.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "checker.h"
+#include "checkers/common.h"
+#include "history.h"
+
+namespace harness {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+
+int Pid(int job, int rank) { return 1000 + 100 * job + rank; }
+
+// Writes the events of a trial in milliseconds since its start.
+class Trial {
+ public:
+  Trial() { Add({{"t", 0}, {"type", "trial"}, {"phase", "start"}}); }
+
+  Trial& Ok(int job, int rank, const std::string& op, double t0, double t1,
+            Json value = Json::object(), Json args = Json::object()) {
+    auto id = Invoke(job, rank, op, t0, std::move(args));
+    Add(Worker("ok", job, rank, t1, {{"id", id}, {"value", std::move(value)}}));
+    return *this;
+  }
+  Trial& Fail(int job, int rank, const std::string& op, double t0, double t1,
+              const std::string& code, const std::string& message, Json args = Json::object()) {
+    auto id = Invoke(job, rank, op, t0, std::move(args));
+    Add(Worker("fail", job, rank, t1,
+               {{"id", id}, {"error", {{"code", code}, {"message", message}}}}));
+    return *this;
+  }
+  // An op that never completes (the worker dies or hangs in it).
+  Trial& Open(int job, int rank, const std::string& op, double t0, Json args = Json::object()) {
+    Invoke(job, rank, op, t0, std::move(args));
+    return *this;
+  }
+  Trial& Acquire(int job, int rank, double t0, double t1, int prefix) {
+    return Ok(job, rank, "acquire", t0, t1, {{"prefix", prefix}});
+  }
+  Trial& Release(int job, int rank, double t0, double t1) {
+    return Ok(job, rank, "release", t0, t1);
+  }
+  Trial& Round(int job, int rank, int round, double t0, double t1) {
+    return Ok(job, rank, "barrier", t0, t1, {{"round", round}}, {{"round", round}});
+  }
+  Trial& Clean(int job, int rank, double t0, double t1, std::vector<std::string> removed,
+               std::vector<std::string> kept = {}) {
+    return Ok(job, rank, "clean", t0, t1,
+              {{"removed", removed}, {"kept", kept}, {"skipped", Json::array()}});
+  }
+  Trial& Exit(int job, int rank, double t, int code) {
+    return Add({{"t", T(t)},
+                {"type", "exit"},
+                {"job", job},
+                {"rank", rank},
+                {"pid", Pid(job, rank)},
+                {"exit_code", code}});
+  }
+  Trial& Killed(int job, int rank, double t, bool by_harness = true, int sig = SIGKILL,
+                bool teardown = false) {
+    if (by_harness && !teardown) Fault("sigkill", job, rank, t - 0.5, t - 0.5);
+    return Add({{"t", T(t)},
+                {"type", "exit"},
+                {"job", job},
+                {"rank", rank},
+                {"pid", Pid(job, rank)},
+                {"signal", sig},
+                {"by_harness", by_harness},
+                {"teardown", teardown}});
+  }
+  Trial& Point(int job, int rank, double t, const std::string& name) {
+    return Add(Worker("point", job, rank, t, {{"name", name}}));
+  }
+  Trial& Fds(int job, int rank, double t, int count) {
+    return Add(Worker("fds", job, rank, t, {{"count", count}}));
+  }
+  Trial& Fault(const std::string& kind, int job, int rank, double t0, double t1,
+               Json detail = Json::object()) {
+    Json base = {
+        {"type", "fault"}, {"kind", kind}, {"job", job}, {"rank", rank}, {"detail", detail}};
+    if (rank >= 0) base["pid"] = Pid(job, rank);
+    if (t0 == t1) {
+      Json e = base;
+      e["t"] = T(t0);
+      e["phase"] = "instant";
+      return Add(e);
+    }
+    Json s = base, e = base;
+    s["t"] = T(t0), s["phase"] = "start";
+    e["t"] = T(t1), e["phase"] = "end";
+    Add(s);
+    return Add(e);
+  }
+  Trial& Audit(double t, std::vector<std::string> shm = {}, std::vector<std::string> locks = {},
+               std::vector<int> orphans = {}) {
+    return Add({{"t", T(t)},
+                {"type", "audit"},
+                {"leftover_shm", shm},
+                {"leftover_locks", locks},
+                {"orphans", orphans}});
+  }
+  Trial& End(double t, bool timed_out = false) {
+    return Add({{"t", T(t)}, {"type", "trial"}, {"phase", "end"}, {"timed_out", timed_out}});
+  }
+
+  History Build(const TrialMeta& meta = {}) const {
+    std::vector<std::string> errors;
+    History h = build_history(events_, meta, &errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    return h;
+  }
+
+ private:
+  static std::int64_t T(double ms) { return static_cast<std::int64_t>(ms * kMs); }
+  Trial& Add(Json e) {
+    events_.push_back(std::move(e));
+    return *this;
+  }
+  Json Worker(const char* type, int job, int rank, double t, Json extra) {
+    Json e = {{"t", T(t)},    {"type", type},       {"job", job},
+              {"rank", rank}, {"local_rank", rank}, {"pid", Pid(job, rank)}};
+    e.update(extra);
+    return e;
+  }
+  std::int64_t Invoke(int job, int rank, const std::string& op, double t0, Json args) {
+    std::int64_t id = ++next_id_[{job, rank}];
+    Add(Worker("invoke", job, rank, t0, {{"op", op}, {"id", id}, {"args", std::move(args)}}));
+    return id;
+  }
+
+  std::vector<Json> events_;
+  std::map<std::pair<int, int>, std::int64_t> next_id_;
+};
+
+JobMeta Job(int ranks, int rounds = 0, std::vector<std::string> dirs = {}, bool remote = true) {
+  JobMeta j;
+  j.ranks = ranks;
+  j.barrier_rounds = rounds;
+  j.dirs = dirs;
+  j.has_remote.assign(dirs.size(), remote);
+  return j;
+}
+
+TrialMeta Meta(std::vector<JobMeta> jobs = {}) {
+  TrialMeta m;
+  m.scenario = "test";
+  m.jobs = std::move(jobs);
+  m.acquire_deadline_ns = 1000 * kMs;
+  m.barrier_deadline_ns = 1000 * kMs;
+  m.grace_ns = 500 * kMs;
+  m.fd_bound = 16;
+  m.cleanup_step = true;
+  return m;
+}
+
+CheckResult Check(const std::string& invariant, const History& h) {
+  auto results = run_checkers(h, {invariant});
+  EXPECT_EQ(results.size(), 1u);
+  return results.empty() ? CheckResult{} : results.front();
+}
+
+std::string Dump(const CheckResult& r) {
+  std::string s = r.invariant + " " + verdict_name(r.verdict) + "\n";
+  for (const auto& p : r.problems) s += "  problem: " + p + "\n";
+  for (const auto& p : r.reached) s += "  reached: " + p + "\n";
+  return s;
+}
+
+// Some single problem line mentions every part.
+bool Names(const CheckResult& r, std::initializer_list<std::string> parts) {
+  for (const auto& p : r.problems) {
+    bool all = true;
+    for (const auto& part : parts) all = all && p.find(part) != std::string::npos;
+    if (all) return true;
+  }
+  return false;
+}
+
+bool Reached(const CheckResult& r, const std::string& state) {
+  for (const auto& s : r.reached) {
+    if (s == state) return true;
+  }
+  return false;
+}
+
+#define EXPECT_VERDICT(r, v) EXPECT_EQ((r).verdict, Verdict::v) << Dump(r)
+
+// ---------------------------------------------------------------- registry
+
+TEST(Checkers, EveryInvariantOfTheDesignIsRegisteredWithASummary) {
+  std::set<std::string> ids;
+  for (const auto& c : checker_registry()) {
+    ids.insert(c.invariant);
+    EXPECT_FALSE(c.summary.empty()) << c.invariant;
+  }
+  for (const char* id : {"prefix.unique", "prefix.agreement", "prefix.exclusive-local",
+                         "prefix.progress", "barrier.safety", "barrier.liveness", "cleanup.no-leak",
+                         "cleanup.safety", "worker.clean-exit", "harness.no-orphans"}) {
+    EXPECT_TRUE(ids.contains(id)) << id;
+  }
+}
+
+TEST(Checkers, VerdictNamesAndComposition) {
+  EXPECT_STREQ(verdict_name(Verdict::kValid), "valid");
+  EXPECT_STREQ(verdict_name(Verdict::kUnknown), "unknown");
+  EXPECT_STREQ(verdict_name(Verdict::kInvalid), "invalid");
+  EXPECT_EQ(compose(Verdict::kUnknown, Verdict::kValid), Verdict::kUnknown);
+  EXPECT_EQ(compose(Verdict::kUnknown, Verdict::kInvalid), Verdict::kInvalid);
+}
+
+TEST(Checkers, OnlyRunsTheNamedOnesAndAnUnknownNameIsInconclusive) {
+  History h = Trial().End(10).Build(Meta());
+  auto results = run_checkers(h, {"barrier.safety", "no.such-invariant"});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].invariant, "barrier.safety");
+  EXPECT_EQ(results[1].invariant, "no.such-invariant");
+  EXPECT_VERDICT(results[1], kUnknown);
+}
+
+CheckResult Throws(const History&) { throw std::runtime_error("boom"); }
+SHMSTRESS_REGISTER_CHECKER("test.throws", "a checker that throws", Throws);
+
+TEST(Checkers, AThrowingCheckerIsUnknownNotACrash) {
+  History h = Trial().End(10).Build(Meta());
+  CheckResult r = Check("test.throws", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"boom"})) << Dump(r);
+}
+
+TEST(Checkers, EveryReachedStateIsDeclaredByItsChecker) {
+  // A busy history that reaches many states at once.
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(0, 1, 1, 2, 0)
+                  .Ok(0, 0, "barrier_attach", 3, 4)
+                  .Ok(0, 1, "barrier_attach", 3, 4)
+                  .Open(0, 0, "barrier", 5, {{"round", 0}})
+                  .Killed(0, 0, 6)
+                  .Fail(0, 1, "barrier", 5, 7, "broken", "rank 0 died", {{"round", 0}})
+                  .Exit(0, 1, 8, 1)
+                  .Fail(1, 0, "acquire", 1, 2, "in-use", "/data/x in use")
+                  .Exit(1, 0, 3, 1)
+                  .Clean(2, 0, 20, 21, {"/shm.000000_barrier"})
+                  .Exit(2, 0, 22, 0)
+                  .Audit(30)
+                  .End(31)
+                  .Build(Meta({Job(2, 1, {"/data/x"}), Job(1, 0, {"/data/x"}), Job(1)}));
+  std::map<std::string, std::set<std::string>> declared;
+  for (const auto& c : checker_registry())
+    declared[c.invariant].insert(c.reached_states.begin(), c.reached_states.end());
+  for (const auto& r : run_checkers(h)) {
+    for (const auto& s : r.reached)
+      EXPECT_TRUE(declared[r.invariant].contains(s)) << r.invariant << ": " << s;
+  }
+}
+
+// ----------------------------------------------------------- prefix.unique
+
+TEST(PrefixUnique, JobsOnDistinctPrefixesAreValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(1, 0, 1, 3, 1)
+                  .Release(0, 0, 10, 11)
+                  .Release(1, 0, 10, 11)
+                  .Exit(0, 0, 12, 0)
+                  .Exit(1, 0, 12, 0)
+                  .End(20)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("prefix.unique", h), kValid);
+}
+
+TEST(PrefixUnique, TwoLiveJobsOverlappingOnOnePrefixIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(1, 0, 3, 4, 0)
+                  .Release(0, 0, 10, 11)
+                  .Release(1, 0, 12, 13)
+                  .Exit(0, 0, 14, 0)
+                  .Exit(1, 0, 14, 0)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(
+      Names(r, {"prefix 0", "job 0 (pids 1000)", "job 1 (pids 1100)", "+2.000ms", "+4.000ms"}))
+      << Dump(r);
+}
+
+TEST(PrefixUnique, ReuseAfterTheLastReleaseIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(0, 1, 1, 2, 0)
+                  .Release(0, 0, 5, 6)
+                  .Release(0, 1, 7, 8)
+                  .Acquire(1, 0, 9, 10, 0)
+                  .Release(1, 0, 12, 13)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "prefix-reused")) << Dump(r);
+}
+
+TEST(PrefixUnique, JobStaysLiveWhileOneRankHoldsAfterItsSiblingWasKilled) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(0, 1, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Acquire(1, 0, 6, 7, 0)  // rank 1 of job 0 still holds prefix 0
+                  .Release(0, 1, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Reached(r, "killed-holding-prefix")) << Dump(r);
+  EXPECT_TRUE(Names(r, {"prefix 0", "job 0", "job 1"})) << Dump(r);
+}
+
+// Some order of the in-flight operations hands the prefix over cleanly.
+TEST(PrefixUnique, OverlapOnlyWhileAReleaseWasInFlightIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 5, 9)
+                  .Acquire(1, 0, 6, 7, 0)  // returned while job 0's release was still running
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "prefix-handover-in-flight"));
+}
+
+// The worker saw nothing of the prefix when it was granted: the dead job's
+// resources were gone, so the reuse is no clash.
+TEST(PrefixUnique, KilledHoldersPrefixGrantedWithNothingLeftIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Ok(1, 0, "acquire", 10, 11, {{"prefix", 0}, {"present", Json::array()}})
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"})}));
+  EXPECT_VERDICT(Check("prefix.unique", h), kValid);
+}
+
+TEST(PrefixUnique, KilledHoldersPrefixGrantedWithItsSegmentStillThereIsUnknown) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Ok(1, 0, "acquire", 10, 11, {{"prefix", 0}, {"present", {"/shm.000000_barrier"}}})
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"})}));
+  EXPECT_VERDICT(Check("prefix.unique", h), kUnknown);
+}
+
+TEST(PrefixUnique, KilledHolderCountsAsHoldingUntilCleanedSoReuseBeforeIsUnknown) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Acquire(1, 0, 10, 11, 0)
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"})}));
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"prefix 0", "job 0 (pids 1000)", "was killed", "job 1 (pids 1100)"}))
+      << Dump(r);
+  EXPECT_TRUE(Reached(r, "killed-holding-prefix"));
+}
+
+TEST(PrefixUnique, KilledHoldersPrefixReusedAfterACleanupIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Clean(1, 0, 6, 7, {"/shm.000000_barrier"})
+                  .Acquire(1, 0, 10, 11, 0)
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"})}));
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "prefix-reclaimed-from-dead-job")) << Dump(r);
+}
+
+TEST(PrefixUnique, ACleanupThatKeptThePrefixDoesNotEndTheDeadHold) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Clean(1, 0, 6, 7, {}, {"/shm.000000_barrier"})
+                  .Acquire(1, 0, 10, 11, 0)
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"})}));
+  EXPECT_VERDICT(Check("prefix.unique", h), kUnknown);
+}
+
+TEST(PrefixUnique, RestartWithTheSameDirsReclaimsTheDeadJobsPrefix) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(0, 1, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Killed(0, 1, 4)
+                  .Acquire(1, 0, 10, 11, 0)
+                  .Acquire(1, 1, 10, 11, 0)
+                  .End(20)
+                  .Build(Meta({Job(2, 0, {"/data/restart"}), Job(2, 0, {"/data/restart"})}));
+  EXPECT_VERDICT(Check("prefix.unique", h), kValid);
+}
+
+// -------------------------------------------------------- prefix.agreement
+
+TEST(PrefixAgreement, AllRanksWithOnePrefixAreValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 4)
+                  .Acquire(0, 1, 1, 3, 4)
+                  .Acquire(0, 2, 1, 3, 4)
+                  .End(10)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("prefix.agreement", h), kValid);
+}
+
+TEST(PrefixAgreement, RanksOfOneJobWithDifferentPrefixesAreInvalid) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Acquire(0, 1, 1, 3, 1).End(10).Build(Meta());
+  CheckResult r = Check("prefix.agreement", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(
+      Names(r, {"job 0", "rank 0 (pid 1000) got prefix 0", "rank 1 (pid 1001) got prefix 1"}))
+      << Dump(r);
+}
+
+TEST(PrefixAgreement, OneRankGettingAPrefixWhileAnotherFailsIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 1, 1, 2, 0)
+                  .Fail(0, 2, "acquire", 1, 3, "exists", "shm_open(/000000_locals): File exists")
+                  .End(10)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.agreement", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(
+      Names(r, {"rank 1 (pid 1001) got prefix 0", "rank 2 (pid 1002) failed", "exists: shm_open"}))
+      << Dump(r);
+}
+
+TEST(PrefixAgreement, AllRanksFailingAlikeIsValid) {
+  History h = Trial()
+                  .Fail(0, 0, "acquire", 1, 2, "invalid-argument", "local world size not set")
+                  .Fail(0, 1, "acquire", 1, 2, "invalid-argument", "local world size not set")
+                  .End(10)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.agreement", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "acquire-all-ranks-failed"));
+}
+
+TEST(PrefixAgreement, AFailureCausedByAFaultAimedAtThatRankIsExcused) {
+  History h = Trial()
+                  .Fault("eacces", 0, 1, 0.5, 5)
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fail(0, 1, "acquire", 1, 2, "permission", "shm_open: Permission denied")
+                  .End(10)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.agreement", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "acquire-failed-by-fault"));
+}
+
+TEST(PrefixAgreement, RanksKilledMidAcquireAreLeftOut) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Open(0, 1, "acquire", 1)
+                  .Killed(0, 1, 1.5)
+                  .End(10)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("prefix.agreement", h), kValid);
+}
+
+// -------------------------------------------------- prefix.exclusive-local
+
+TrialMeta SharedDir(bool remote) {
+  return Meta({Job(1, 0, {"/data/shared"}, remote), Job(1, 0, {"/data/shared"}, remote)});
+}
+
+TEST(PrefixExclusiveLocal, ARefusalNamingTheDirWhileTheOwnerLivesIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fail(1, 0, "acquire", 3, 4, "in-use",
+                        "local dir /data/shared is in use by job k (pid 1000)")
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(SharedDir(true));
+  CheckResult r = Check("prefix.exclusive-local", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "exclusive-local-refused"));
+}
+
+TEST(PrefixExclusiveLocal, ADirWithARemoteGrantedToTwoLiveJobsIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(1, 0, 3, 4, 1)
+                  .Release(0, 0, 10, 11)
+                  .Release(1, 0, 10, 11)
+                  .End(20)
+                  .Build(SharedDir(true));
+  CheckResult r = Check("prefix.exclusive-local", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(
+      Names(r, {"/data/shared", "job 0 (pids 1000, prefix 0)", "job 1 (pids 1100, prefix 1)"}))
+      << Dump(r);
+}
+
+TEST(PrefixExclusiveLocal, ARefusalThatDoesNotNameTheDirIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fail(1, 0, "acquire", 3, 4, "in-use", "Reused local directory")
+                  .End(20)
+                  .Build(SharedDir(true));
+  CheckResult r = Check("prefix.exclusive-local", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"names none of the shared dirs", "/data/shared", "job 1 rank 0"}))
+      << Dump(r);
+}
+
+TEST(PrefixExclusiveLocal, ADeadJobMakingTheDirInUseForItsRestartIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Fail(1, 0, "acquire", 10, 11, "in-use", "local dir /data/shared is in use")
+                  .End(20)
+                  .Build(SharedDir(true));
+  CheckResult r = Check("prefix.exclusive-local", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"no live job could have held", "/data/shared", "job 1 rank 0 (pid 1100)"}))
+      << Dump(r);
+}
+
+TEST(PrefixExclusiveLocal, SharingADirWithoutARemoteIsAllowed) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Acquire(1, 0, 3, 4, 1)
+                  .Release(0, 0, 10, 11)
+                  .Release(1, 0, 10, 11)
+                  .End(20)
+                  .Build(SharedDir(false));
+  CheckResult r = Check("prefix.exclusive-local", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "local-dir-shared-without-remote"));
+}
+
+TEST(PrefixExclusiveLocal, RefusingADirWithoutARemoteIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fail(1, 0, "acquire", 3, 4, "in-use", "local dir /data/shared is in use")
+                  .End(20)
+                  .Build(SharedDir(false));
+  EXPECT_VERDICT(Check("prefix.exclusive-local", h), kInvalid);
+}
+
+// --------------------------------------------------------- prefix.progress
+
+TEST(PrefixProgress, AcquiresWithinTheDeadlineAreValid) {
+  History h =
+      Trial()
+          .Acquire(0, 0, 1, 900, 0)
+          .Fail(1, 0, "acquire", 1, 1400, "timeout", "ranks missing")  // deadline 1000 + grace 500
+          .Fds(0, 0, 901, 5)
+          .End(2000)
+          .Build(Meta());
+  CheckResult r = Check("prefix.progress", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "acquire-timeout"));
+}
+
+TEST(PrefixProgress, AnAcquirePastDeadlinePlusGraceIsInvalid) {
+  History h = Trial().Acquire(0, 1, 1, 1600, 0).End(2000).Build(Meta());
+  CheckResult r = Check("prefix.progress", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"acquire of job 0 rank 1 (pid 1001)", "1599.000ms", "deadline 1000.000ms"}))
+      << Dump(r);
+}
+
+TEST(PrefixProgress, TimeTheWorkerSpentStoppedIsNotCounted) {
+  History h =
+      Trial().Fault("sigstop", 0, 0, 100, 900).Acquire(0, 0, 1, 1600, 0).End(2000).Build(Meta());
+  EXPECT_VERDICT(Check("prefix.progress", h), kValid);
+}
+
+TEST(PrefixProgress, AnAcquireStillOpenAtTheTrialTimeoutIsAHang) {
+  History h = Trial()
+                  .Open(0, 0, "acquire", 1)
+                  .Killed(0, 0, 900, true, SIGKILL, /*teardown=*/true)
+                  .End(1000, /*timed_out=*/true)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.progress", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Reached(r, "hang-detected"));
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "a hang"})) << Dump(r);
+}
+
+TEST(PrefixProgress, HoldingMoreFdsThanTheBoundIsInvalid) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Fds(0, 0, 3, 900).End(10).Build(Meta());
+  CheckResult r = Check("prefix.progress", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "900 fds", "bound 16"})) << Dump(r);
+}
+
+// ---------------------------------------------------------- barrier.safety
+
+TEST(BarrierSafety, EveryoneEnteringBeforeAnyoneLeavesIsValid) {
+  History h = Trial()
+                  .Round(0, 0, 0, 1, 5)
+                  .Round(0, 1, 0, 4, 5)
+                  .Round(0, 0, 1, 6, 9)
+                  .Round(0, 1, 1, 8, 9)
+                  .End(10)
+                  .Build(Meta({Job(2, 2)}));
+  EXPECT_VERDICT(Check("barrier.safety", h), kValid);
+}
+
+TEST(BarrierSafety, LeavingARoundBeforeAPeerEnteredItIsInvalid) {
+  History h = Trial()
+                  .Round(0, 0, 0, 1, 2)  // left at 2
+                  .Round(0, 1, 0, 3, 4)  // entered at 3
+                  .End(10)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(
+      r, {"job 0 round 0", "rank 0 (pid 1000) left at +2.000ms", "rank 1 entered", "+3.000ms"}))
+      << Dump(r);
+}
+
+TEST(BarrierSafety, LeavingARoundAPeerNeverEnteredIsInvalid) {
+  History h = Trial()
+                  .Round(0, 0, 0, 1, 2)
+                  .Round(0, 1, 0, 1, 2)
+                  .Round(0, 0, 1, 3, 4)  // rank 2 of the 3 never shows up
+                  .Round(0, 1, 1, 3, 4)
+                  .End(10)
+                  .Build(Meta({Job(3, 2)}));
+  CheckResult r = Check("barrier.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 round 0", "before rank 2 entered", "never entered"})) << Dump(r);
+}
+
+TEST(BarrierSafety, RanksReleasedByDifferentRoundsAreInvalid) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier", 1, 5, {{"round", 7}}, {{"round", 0}})
+                  .Ok(0, 1, "barrier", 1, 5, {{"round", 8}}, {{"round", 0}})
+                  .End(10)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"released by different rounds", "as round 7", "as round 8"})) << Dump(r);
+}
+
+TEST(BarrierSafety, AKilledParticipantBreakingTheRoundIsNotASafetyProblem) {
+  History h = Trial()
+                  .Round(0, 0, 0, 1, 2)
+                  .Round(0, 1, 0, 1, 2)
+                  .Open(0, 0, "barrier", 3, {{"round", 1}})
+                  .Killed(0, 0, 4)
+                  .Fail(0, 1, "barrier", 3, 5, "broken", "rank 0 died", {{"round", 1}})
+                  .End(10)
+                  .Build(Meta({Job(2, 2)}));
+  CheckResult r = Check("barrier.safety", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "killed-in-barrier"));
+}
+
+// -------------------------------------------------------- barrier.liveness
+
+TEST(BarrierLiveness, RoundsCompletingInTimeAreValid) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Round(0, 0, 0, 3, 800)
+                  .Round(0, 1, 0, 800, 800)
+                  .End(1000)
+                  .Build(Meta({Job(2, 1)}));
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+TEST(BarrierLiveness, SurvivorsGettingABrokenErrorAfterADeathAreValid) {
+  History h = Trial()
+                  .Round(0, 0, 0, 1, 2)
+                  .Round(0, 1, 0, 1, 2)
+                  .Killed(0, 1, 3)
+                  .Fail(0, 0, "barrier", 3, 110, "broken", "participant rank 1 (pid 1001) died",
+                        {{"round", 1}})
+                  .Exit(0, 0, 111, 1)
+                  .End(200)
+                  .Build(Meta({Job(2, 2)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "barrier-participant-died"));
+  EXPECT_TRUE(Reached(r, "barrier-broken-detected"));
+}
+
+TEST(BarrierLiveness, ASurvivorStillWaitingAtTheTrialTimeoutIsAHang) {
+  History h = Trial()
+                  .Round(0, 0, 0, 1, 2)
+                  .Round(0, 1, 0, 1, 2)
+                  .Killed(0, 1, 3)
+                  .Open(0, 0, "barrier", 3, {{"round", 1}})
+                  .Killed(0, 0, 5000, true, SIGKILL, /*teardown=*/true)
+                  .End(5001, /*timed_out=*/true)
+                  .Build(Meta({Job(2, 2)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Reached(r, "hang-detected"));
+  EXPECT_TRUE(
+      Names(r, {"barrier of job 0 rank 0 (pid 1000)", "a hang", "rank 1 (pid 1001) was killed"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, AnErrorLaterThanDeadlinePlusGraceIsInvalid) {
+  History h = Trial()
+                  .Killed(0, 1, 1)
+                  .Fail(0, 0, "barrier", 2, 1800, "broken", "rank 1 died", {{"round", 0}})
+                  .End(2000)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "failed after 1798.000ms", "grace 500.000ms"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, ARoundFailingWithEveryoneInsideAndAliveIsInvalid) {
+  History h = Trial()
+                  .Fail(0, 0, "barrier", 1, 900, "timeout", "waited 900ms", {{"round", 0}})
+                  .Fail(0, 1, "barrier", 2, 901, "timeout", "waited 900ms", {{"round", 0}})
+                  .Exit(0, 0, 902, 1)
+                  .Exit(0, 1, 902, 1)
+                  .End(1000)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "round 0", "every participant had entered"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, ATimeoutBecauseAPeerWasStoppedIsValid) {
+  History h = Trial()
+                  .Fault("sigstop", 0, 1, 1, 1500)  // stopped before it reached the barrier
+                  .Fail(0, 0, "barrier", 1, 900, "timeout", "rank 1 missing", {{"round", 0}})
+                  .Fail(0, 1, "barrier", 1501, 1502, "broken", "rank 0 timed out", {{"round", 0}})
+                  .End(2000)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "barrier-participant-stopped"));
+}
+
+// --------------------------------------------------------- cleanup.no-leak
+
+TEST(CleanupNoLeak, NothingLeftAfterTheCleanupStepIsValid) {
+  History h = Trial().Audit(10).End(11).Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.no-leak", h), kValid);
+}
+
+TEST(CleanupNoLeak, ALeftoverSegmentOrLockIsInvalidAndNamed) {
+  History h =
+      Trial()
+          .Audit(10, {"/shmstress.t3.000001_barrier"}, {"/run/locks/000001_barrier_filelock"})
+          .End(11)
+          .Build(Meta());
+  CheckResult r = Check("cleanup.no-leak", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"/dev/shm", "/shmstress.t3.000001_barrier"})) << Dump(r);
+  EXPECT_TRUE(Names(r, {"lock dir", "/run/locks/000001_barrier_filelock"})) << Dump(r);
+}
+
+TEST(CleanupNoLeak, AnotherUsersSeededEntryIsExpectedToStay) {
+  History h = Trial()
+                  .Fault("foreign-segment", -1, -1, 1, 1,
+                         {{"foreign", true}, {"name", "/shm.000007_locals"}})
+                  .Audit(10, {"/shm.000007_locals"})
+                  .End(11)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.no-leak", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "foreign-entry-kept"));
+}
+
+TEST(CleanupNoLeak, WithoutAnAuditItIsUnknown) {
+  EXPECT_VERDICT(Check("cleanup.no-leak", Trial().End(11).Build(Meta())), kUnknown);
+}
+
+TEST(CleanupNoLeak, WithoutACleanupStepLeftoversAreNotJudged) {
+  TrialMeta m = Meta();
+  m.cleanup_step = false;
+  History h = Trial().Audit(10, {"/shm.000001_barrier"}).End(11).Build(m);
+  EXPECT_VERDICT(Check("cleanup.no-leak", h), kValid);
+}
+
+// ---------------------------------------------------------- cleanup.safety
+
+TEST(CleanupSafety, NamePrefixFindsTheSixDigitToken) {
+  EXPECT_EQ(checks::name_prefix("/shmstress.t3.000002_barrier"), 2);
+  EXPECT_EQ(checks::name_prefix("/shm.000002_barrier"), 2);
+  EXPECT_EQ(checks::name_prefix("/000010_locals"), 10);
+  EXPECT_EQ(checks::name_prefix("/tmp/run.123456/locks/000011_barrier_filelock"), 11);
+  EXPECT_EQ(checks::name_prefix("/shmstress.t3.registry"), -1);
+  EXPECT_EQ(checks::name_prefix("/shm.1234567_barrier"), -1);
+  EXPECT_EQ(checks::name_prefix(""), -1);
+  EXPECT_TRUE(checks::is_registry_name("/shmstress.t3.registry"));
+}
+
+TEST(CleanupSafety, RemovingADeadJobsSegmentsIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Acquire(1, 0, 1, 2, 1)
+                  .Clean(1, 0, 6, 7, {"/shm.000000_barrier", "/shm.000000_shard_states"},
+                         {"/shm.000001_barrier"})
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "cleanup-removed-prefix-entry"));
+  EXPECT_TRUE(Reached(r, "cleanup-while-owner-alive"));
+}
+
+TEST(CleanupSafety, RemovingALiveHoldersSegmentIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Clean(1, 0, 6, 7, {"/shm.000000_shard_states"})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"cleanup by job 1 rank 0 (pid 1100)", "/shm.000000_shard_states",
+                        "job 0 rank 0 (pid 1000)", "prefix 0"}))
+      << Dump(r);
+}
+
+TEST(CleanupSafety, RemovingAStoppedHoldersSegmentIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fault("sigstop", 0, 0, 3, 9)
+                  .Clean(1, 0, 6, 7, {"/shm.000000_shard_states"})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Reached(r, "cleanup-while-owner-stopped"));
+  EXPECT_TRUE(Names(r, {"/shm.000000_shard_states", "stopped from +3.000ms to +9.000ms"}))
+      << Dump(r);
+}
+
+TEST(CleanupSafety, KeepingAStoppedOwnersSegmentIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fault("sigstop", 0, 0, 3, 9)
+                  .Clean(1, 0, 6, 7, {}, {"/shm.000000_shard_states"})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "cleanup-while-owner-stopped"));
+}
+
+TEST(CleanupSafety, RemovingTheRegistryUnderALiveHolderIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 3)
+                  .Clean(1, 0, 6, 7, {"/shm.registry"})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", h), kInvalid);
+}
+
+TEST(CleanupSafety, RemovingAnotherUsersEntryIsInvalid) {
+  History h = Trial()
+                  .Fault("foreign-segment", -1, -1, 1, 1,
+                         {{"foreign", true}, {"name", "/shm.000009_locals"}})
+                  .Clean(0, 0, 6, 7, {"/shm.000009_locals"})
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"/shm.000009_locals", "another user"})) << Dump(r);
+}
+
+// The release may have taken effect first: a valid order exists.
+TEST(CleanupSafety, ACleanupRacingTheOwnersReleaseIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 5, 8)
+                  .Clean(1, 0, 6, 7, {"/shm.000000_shard_states"})
+                  .End(20)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
+// ------------------------------------------------------- worker.clean-exit
+
+TEST(WorkerCleanExit, ReportedErrorsHarnessKillsAndCrashPointsAreClean) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Exit(0, 0, 3, 0)
+                  .Fail(0, 1, "acquire", 1, 2, "timeout", "late")
+                  .Exit(0, 1, 3, 1)
+                  .Killed(0, 2, 3)
+                  .Open(0, 3, "barrier", 2, {{"round", 0}})
+                  .Point(0, 3, 2.5, "crash/barrier/wait/after-enter")
+                  .Killed(0, 3, 3, /*by_harness=*/false)
+                  .End(10)
+                  .Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "killed-at-crash-point"));
+  EXPECT_TRUE(Reached(r, "killed-by-harness"));
+  EXPECT_TRUE(Reached(r, "worker-reported-error"));
+}
+
+TEST(WorkerCleanExit, DyingOfSegvIsInvalid) {
+  History h = Trial().Killed(0, 1, 3, /*by_harness=*/false, SIGSEGV).End(10).Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 1 (pid 1001)", "SIGSEGV"})) << Dump(r);
+}
+
+TEST(WorkerCleanExit, ASignalNobodySentIsInvalid) {
+  History h = Trial().Killed(0, 0, 3, /*by_harness=*/false, SIGKILL).End(10).Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(
+      Names(r, {"job 0 rank 0 (pid 1000)", "SIGKILL", "neither the harness nor a crash point"}))
+      << Dump(r);
+}
+
+TEST(WorkerCleanExit, AnUncaughtExceptionIsInvalid) {
+  History h = Trial().Exit(0, 0, 3, 70).End(10).Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "uncaught exception"})) << Dump(r);
+}
+
+TEST(WorkerCleanExit, AnExitCodeOtherThanZeroOrOneIsInvalid) {
+  History h = Trial().Exit(0, 0, 3, 2).End(10).Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000) exited 2"})) << Dump(r);
+}
+
+TEST(WorkerCleanExit, ExitingWithAnOpStillOpenIsInvalid) {
+  History h = Trial().Open(0, 0, "release", 2).Exit(0, 0, 3, 0).End(10).Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"exited 0", "release of job 0 rank 0 (pid 1000)", "still open"}))
+      << Dump(r);
+}
+
+TEST(WorkerCleanExit, ExitOneWithoutAReportedFailureIsUnknown) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Exit(0, 0, 3, 1).End(10).Build(Meta());
+  CheckResult r = Check("worker.clean-exit", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"exited 1", "without reporting a failed op"})) << Dump(r);
+}
+
+// ------------------------------------------------------- harness.no-orphans
+
+TEST(HarnessNoOrphans, NoSurvivorsAfterTeardownIsValid) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Exit(0, 0, 3, 0).Audit(5).End(6).Build(Meta());
+  EXPECT_VERDICT(Check("harness.no-orphans", h), kValid);
+}
+
+TEST(HarnessNoOrphans, AProcessAliveAfterTeardownIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Exit(0, 0, 3, 0)
+                  .Audit(5, {}, {}, {1000, 4242})
+                  .End(6)
+                  .Build(Meta());
+  CheckResult r = Check("harness.no-orphans", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"pid 1000 (job 0 rank 0)"})) << Dump(r);
+  EXPECT_TRUE(Names(r, {"pid 4242 was still alive"})) << Dump(r);
+}
+
+TEST(HarnessNoOrphans, WithoutAnAuditItIsUnknown) {
+  EXPECT_VERDICT(Check("harness.no-orphans", Trial().End(6).Build(Meta())), kUnknown);
+}
+
+TEST(HarnessNoOrphans, AWorkerNeverReapedIsUnknown) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Audit(5).End(6).Build(Meta());
+  CheckResult r = Check("harness.no-orphans", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "never reaped"})) << Dump(r);
+}
+
+}  // namespace
+}  // namespace harness

@@ -1,0 +1,358 @@
+#include "checkers/common.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace harness::checks {
+
+void Report::invalid(std::string problem) {
+  r_.verdict = compose(r_.verdict, Verdict::kInvalid);
+  r_.problems.push_back(std::move(problem));
+}
+
+void Report::unknown(std::string problem) {
+  r_.verdict = compose(r_.verdict, Verdict::kUnknown);
+  r_.problems.push_back(std::move(problem));
+}
+
+void Report::reach(std::string_view state) {
+  if (std::find(r_.reached.begin(), r_.reached.end(), state) == r_.reached.end()) {
+    r_.reached.emplace_back(state);
+  }
+}
+
+std::string at(const History& h, std::int64_t t) {
+  return fmt::format("{:+.3f}ms", static_cast<double>(t - h.start_t) / 1e6);
+}
+
+std::string ms(std::int64_t ns) { return fmt::format("{:.3f}ms", static_cast<double>(ns) / 1e6); }
+
+std::string who(int job, int rank, int pid) {
+  return fmt::format("job {} rank {} (pid {})", job, rank, pid);
+}
+
+std::string who(const Op& op) { return who(op.job, op.rank, op.pid); }
+
+std::string describe(const History& h, const Op& op) {
+  return fmt::format("{} of {} invoked {}", op.op, who(op), at(h, op.invoke_t));
+}
+
+std::optional<std::int64_t> json_int(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned() &&
+      it->get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return std::nullopt;
+  }
+  return it->get<std::int64_t>();
+}
+
+std::vector<std::string> json_strings(const Json& j, const char* key) {
+  std::vector<std::string> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return out;
+  for (const Json& v : *it) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+namespace {
+
+std::string_view basename(std::string_view name) {
+  auto slash = name.rfind('/');
+  return slash == std::string_view::npos ? name : name.substr(slash + 1);
+}
+
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+}  // namespace
+
+int name_prefix(std::string_view name) {
+  std::string_view base = basename(name);
+  int found = -1;
+  for (std::size_t i = 0; i + 7 <= base.size(); ++i) {
+    if (i > 0 && digit(base[i - 1])) continue;
+    bool six = true;
+    for (std::size_t k = 0; k < 6 && six; ++k) six = digit(base[i + k]);
+    if (!six || base[i + 6] != '_') continue;
+    int p = 0;
+    for (std::size_t k = 0; k < 6; ++k) p = p * 10 + (base[i + k] - '0');
+    found = p;
+  }
+  return found;
+}
+
+bool is_registry_name(std::string_view name) { return basename(name).ends_with("registry"); }
+
+const Exit* exit_of(const History& h, int job, int rank, int pid) {
+  for (const Exit& e : h.exits) {
+    if (e.job == job && e.rank == rank && (e.pid == pid || e.pid == 0 || pid == 0)) return &e;
+  }
+  return nullptr;
+}
+
+bool aims_at(const Fault& f, int job, int rank, int pid) {
+  if (f.pid != 0 && pid != 0) return f.pid == pid;
+  return f.job >= 0 && f.job == job && (f.rank < 0 || f.rank == rank);
+}
+
+bool is_stop_kind(std::string_view kind) {
+  return kind == "sigstop" || kind == "stop" || kind == "pause";
+}
+
+std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64_t a,
+                        std::int64_t b) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> windows;
+  for (const Fault& f : h.faults) {
+    if (!is_stop_kind(f.kind) || !aims_at(f, job, rank, pid)) continue;
+    std::int64_t s = std::max(f.start_t, a), e = std::min(f.end_t, b);
+    if (s < e) windows.emplace_back(s, e);
+  }
+  std::sort(windows.begin(), windows.end());
+  std::int64_t total = 0, covered_to = a;
+  for (auto [s, e] : windows) {
+    s = std::max(s, covered_to);
+    if (s < e) {
+      total += e - s;
+      covered_to = e;
+    }
+  }
+  return total;
+}
+
+const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::int64_t t) {
+  for (const Fault& f : h.faults) {
+    if (is_stop_kind(f.kind) && aims_at(f, job, rank, pid) && f.start_t <= t && t <= f.end_t)
+      return &f;
+  }
+  return nullptr;
+}
+
+std::int64_t last_alive(const History& h, int job, int rank, int pid) {
+  std::int64_t t = std::numeric_limits<std::int64_t>::min();
+  for (const Op& op : h.ops) {
+    if (op.job != job || op.rank != rank || op.pid != pid) continue;
+    t = std::max(t, op.invoke_t);
+    if (op.outcome != Outcome::kInfo) t = std::max(t, op.complete_t);
+  }
+  const Exit* e = exit_of(h, job, rank, pid);
+  for (const Fault& f : h.faults) {
+    if ((f.kind == "sigkill" || is_stop_kind(f.kind)) && aims_at(f, job, rank, pid) &&
+        (e == nullptr || f.start_t <= e->t)) {
+      t = std::max(t, f.start_t);
+    }
+  }
+  return t;
+}
+
+std::set<std::string> foreign_names(const History& h) {
+  std::set<std::string> names;
+  for (const Fault& f : h.faults) {
+    if (!f.detail.is_object()) continue;
+    auto foreign = f.detail.find("foreign");
+    if (foreign == f.detail.end() || !foreign->is_boolean() || !foreign->get<bool>()) continue;
+    for (const char* key : {"name", "path"}) {
+      auto it = f.detail.find(key);
+      if (it != f.detail.end() && it->is_string()) names.insert(it->get<std::string>());
+    }
+    for (auto& n : json_strings(f.detail, "names")) names.insert(n);
+  }
+  return names;
+}
+
+std::string JobHold::pids() const {
+  std::set<int> seen;
+  std::string out;
+  for (const RankHold& r : ranks) {
+    if (seen.insert(r.pid).second) out += (out.empty() ? "" : ",") + std::to_string(r.pid);
+  }
+  return out;
+}
+
+namespace {
+
+bool same_dirs(const History& h, int a, int b) {
+  if (a == b) return true;
+  if (a < 0 || b < 0 || a >= static_cast<int>(h.meta.jobs.size()) ||
+      b >= static_cast<int>(h.meta.jobs.size())) {
+    return false;
+  }
+  auto da = h.meta.jobs[a].dirs, db = h.meta.jobs[b].dirs;
+  if (da.empty()) return false;
+  std::sort(da.begin(), da.end());
+  std::sort(db.begin(), db.end());
+  return da == db;
+}
+
+RankHold rank_hold(const History& h, const Op& acq, int prefix, bool certain) {
+  RankHold r;
+  r.acquire = &acq;
+  r.job = acq.job, r.rank = acq.rank, r.pid = acq.pid, r.prefix = prefix;
+  r.certain = certain;
+  r.maybe_start = acq.invoke_t;
+  if (certain) r.sure_start = acq.complete_t;
+  r.exit = exit_of(h, acq.job, acq.rank, acq.pid);
+  auto ended_by_exit = [&]() {
+    return r.exit == nullptr
+               ? RankHold::End::kRunning
+               : (r.exit->signal > 0 ? RankHold::End::kKilled : RankHold::End::kExited);
+  };
+
+  const Op* release = nullptr;
+  if (acq.outcome == Outcome::kOk) {
+    for (const Op& op : h.ops) {
+      if (op.op == "release" && op.job == acq.job && op.rank == acq.rank && op.pid == acq.pid &&
+          op.invoke_t >= acq.complete_t && op.outcome != Outcome::kFail) {
+        release = &op;  // a failed release definitely did not happen: still held
+        break;
+      }
+    }
+  }
+  if (release != nullptr) {
+    r.sure_end = release->invoke_t;
+    r.maybe_end = release->complete_t;
+    r.end = release->outcome == Outcome::kOk ? RankHold::End::kReleased : ended_by_exit();
+  } else if (r.exit != nullptr) {
+    r.maybe_end = std::max(r.exit->t, acq.invoke_t);
+    r.sure_end =
+        std::min(std::max(last_alive(h, acq.job, acq.rank, acq.pid), r.sure_start), r.maybe_end);
+    r.end = ended_by_exit();
+  } else {
+    r.sure_end = r.maybe_end = std::max(h.end_t, acq.complete_t);
+    r.end = RankHold::End::kRunning;
+  }
+  if (!certain) r.sure_end = 0;
+  return r;
+}
+
+// An ok acquire whose "present" list (what existed under the prefix when the
+// worker got it) holds nothing but what the acquiring job itself created.
+bool fresh_grant(const History& h, const Op& acq) {
+  std::set<std::string> own;
+  for (const Op& op : h.ops) {
+    if (op.op == "segment" && op.job == acq.job) own.insert(op.value.value("name", op.args.value("name", "")));
+  }
+  for (const auto& n : json_strings(acq.value, "present")) {
+    if (!own.contains(n)) return false;
+  }
+  return true;
+}
+
+// When a hold that died with its holders stops counting (see JobHold).
+void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
+  j.stale_end = h.end_t;
+  j.stale_ended_by = "nothing cleaned it before the trial ended";
+  for (const Op& op : h.ops) {
+    if (op.outcome != Outcome::kOk) continue;
+    if (op.op == "clean" && op.complete_t > death_t && op.complete_t < j.stale_end) {
+      bool kept = false;
+      for (const char* key : {"kept", "skipped"}) {
+        for (const auto& n : json_strings(op.value, key)) kept = kept || name_prefix(n) == j.prefix;
+      }
+      if (!kept) {
+        j.stale_end = op.complete_t;
+        j.stale_ended_by = fmt::format("cleanup by {} completed {}", who(op), at(h, op.complete_t));
+      }
+    } else if (op.op == "acquire" && op.complete_t > death_t && op.job != j.job &&
+               json_int(op.value, "prefix") == j.prefix && op.value.contains("present") &&
+               fresh_grant(h, op)) {
+      // The worker saw nothing of the prefix when it was granted: the dead
+      // job's resources were gone, reclaimed within this acquire.
+      std::int64_t end = std::max(op.invoke_t, death_t);
+      if (end < j.stale_end) {
+        j.stale_end = end;
+        j.stale_ended_by = fmt::format("job {} was granted it with nothing of it left, invoked {}",
+                                       op.job, at(h, op.invoke_t));
+      }
+    } else if (op.op == "acquire" && op.complete_t > death_t && op.invoke_t > j.maybe_start &&
+               json_int(op.value, "prefix") == j.prefix && same_dirs(h, op.job, j.job)) {
+      std::int64_t end = std::max(op.invoke_t, death_t);
+      if (end < j.stale_end) {
+        j.stale_end = end;
+        j.stale_ended_by = fmt::format("{} of job {} reclaimed it, invoked {}",
+                                       op.job == j.job ? "a new acquire" : "its restart", op.job,
+                                       at(h, op.invoke_t));
+      }
+    }
+  }
+  j.stale_end = std::max(j.stale_end, j.maybe_end);
+}
+
+}  // namespace
+
+std::vector<JobHold> prefix_holds(const History& h) {
+  // A job's prefix is what its ranks' ok acquires returned; an acquire cut off
+  // in a job whose ranks all agree on one prefix possibly holds that one.
+  std::map<int, std::set<int>> job_prefixes;
+  for (const Op& op : h.ops) {
+    if (op.op != "acquire" || op.outcome != Outcome::kOk) continue;
+    if (auto p = json_int(op.value, "prefix");
+        p && *p >= 0 && *p <= std::numeric_limits<int>::max()) {
+      job_prefixes[op.job].insert(static_cast<int>(*p));
+    }
+  }
+  std::map<std::pair<int, int>, std::vector<RankHold>> by_job_prefix;
+  for (const Op& op : h.ops) {
+    if (op.op != "acquire") continue;
+    if (op.outcome == Outcome::kOk) {
+      auto p = json_int(op.value, "prefix");
+      if (!p || *p < 0 || *p > std::numeric_limits<int>::max()) continue;
+      by_job_prefix[{op.job, static_cast<int>(*p)}].push_back(
+          rank_hold(h, op, static_cast<int>(*p), true));
+    } else if (op.outcome == Outcome::kInfo) {
+      auto it = job_prefixes.find(op.job);
+      if (it == job_prefixes.end() || it->second.size() != 1) continue;
+      int p = *it->second.begin();
+      by_job_prefix[{op.job, p}].push_back(rank_hold(h, op, p, false));
+    }
+  }
+
+  std::vector<JobHold> holds;
+  for (auto& [key, ranks] : by_job_prefix) {
+    std::sort(ranks.begin(), ranks.end(),
+              [](const RankHold& a, const RankHold& b) { return a.maybe_start < b.maybe_start; });
+    std::vector<JobHold> groups;
+    for (RankHold& r : ranks) {
+      if (groups.empty() || r.maybe_start > groups.back().maybe_end) {
+        groups.emplace_back();
+        groups.back().job = key.first;
+        groups.back().prefix = key.second;
+      }
+      JobHold& g = groups.back();
+      g.maybe_start = std::min(g.maybe_start, r.maybe_start);
+      g.maybe_end = std::max(g.maybe_end, r.maybe_end);
+      g.ranks.push_back(r);
+    }
+    for (JobHold& g : groups) {
+      const RankHold* last = nullptr;  // the certain holder that let go last
+      for (const RankHold& r : g.ranks) {
+        if (!r.certain) continue;
+        g.sure_start = std::min(g.sure_start, r.sure_start);
+        g.sure_end = std::max(g.sure_end, r.sure_end);
+        if (last == nullptr || r.maybe_end > last->maybe_end ||
+            (r.maybe_end == last->maybe_end && r.end == RankHold::End::kReleased)) {
+          last = &r;
+        }
+      }
+      if (last == nullptr) continue;  // only cut-off acquires: nothing certain to check
+      g.died_holding = last->end == RankHold::End::kKilled || last->end == RankHold::End::kExited;
+      g.killed = last->end == RankHold::End::kKilled;
+      g.stale_end = g.maybe_end;
+      if (g.died_holding) settle_stale(h, g, last->maybe_end);
+      holds.push_back(std::move(g));
+    }
+  }
+  std::sort(holds.begin(), holds.end(), [](const JobHold& a, const JobHold& b) {
+    return std::tie(a.maybe_start, a.job, a.prefix) < std::tie(b.maybe_start, b.job, b.prefix);
+  });
+  return holds;
+}
+
+}  // namespace harness::checks

@@ -1,0 +1,116 @@
+// Facts several checkers derive from a History the same way: who held which
+// prefix when (and how sure we are), whether a worker was stopped or dead at a
+// moment, which names a fault seeded as another user's. Shared so that
+// prefix.unique, prefix.exclusive-local and cleanup.safety never disagree on
+// what "held" means. Pure functions of the History, like the checkers.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checker.h"
+#include "history.h"
+
+namespace harness::checks {
+
+inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+// Accumulates one CheckResult: problems raise the verdict, reached states are
+// kept once each, in first-seen order.
+class Report {
+ public:
+  explicit Report(std::string invariant) { r_.invariant = std::move(invariant); }
+  void invalid(std::string problem);
+  void unknown(std::string problem);
+  void reach(std::string_view state);
+  CheckResult take() { return std::move(r_); }
+
+ private:
+  CheckResult r_;
+};
+
+// "+12.345ms": a time relative to the trial start, as every problem line prints it.
+std::string at(const History& h, std::int64_t t);
+// "12.345ms": a duration.
+std::string ms(std::int64_t ns);
+// "job 0 rank 1 (pid 123)".
+std::string who(int job, int rank, int pid);
+std::string who(const Op& op);
+// "acquire of job 0 rank 1 (pid 123) invoked +1.000ms".
+std::string describe(const History& h, const Op& op);
+
+// An integer member of a JSON object, or nothing (never throws).
+std::optional<std::int64_t> json_int(const Json& j, const char* key);
+// The string elements of an array member of a JSON object.
+std::vector<std::string> json_strings(const Json& j, const char* key);
+
+// The prefix a segment or lock name carries as its last "\d{6}_" token
+// ("/shmstress.t3.000002_barrier" → 2, ".../000002_barrier_filelock" → 2),
+// or -1. Only the basename is looked at.
+int name_prefix(std::string_view name);
+// Whether a name is the registry segment itself ("/shmstress.t3.registry"),
+// which every live holder depends on.
+bool is_registry_name(std::string_view name);
+
+// The exit of one worker process (pid 0 on either side matches any pid).
+const Exit* exit_of(const History& h, int job, int rank, int pid);
+// Whether a fault was aimed at this worker: by pid, else by job and rank
+// (rank -1 in the fault: the whole job).
+bool aims_at(const Fault& f, int job, int rank, int pid);
+bool is_stop_kind(std::string_view kind);
+// Nanoseconds of [a, b] the worker spent inside a stop (SIGSTOP) window.
+std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64_t a,
+                        std::int64_t b);
+// The stop window aimed at the worker that covers t, if any.
+const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::int64_t t);
+// The last moment the worker certainly was alive: its latest event, or a
+// signal the harness sent it before it was reaped.
+std::int64_t last_alive(const History& h, int job, int rank, int pid);
+
+// Names (segments or lock paths) a fault seeded as another user's: faults
+// whose detail has "foreign": true and a "name", "path" or "names".
+std::set<std::string> foreign_names(const History& h);
+
+// One rank's hold of a prefix, from one acquire.
+struct RankHold {
+  const Op* acquire = nullptr;
+  int job = -1, rank = -1, pid = 0, prefix = -1;
+  bool certain =
+      false;  // the acquire returned ok; else it was cut off (info) in a job that got this prefix
+  // Certainly held in [sure_start, sure_end); possibly held in [maybe_start, maybe_end).
+  std::int64_t maybe_start = 0, sure_start = kNever, sure_end = 0, maybe_end = 0;
+  enum class End { kReleased, kKilled, kExited, kRunning } end = End::kRunning;
+  const Exit* exit = nullptr;
+};
+
+// A job's hold of a prefix: the union of its ranks' overlapping holds. After
+// the last holder died without releasing, the prefix stays "stale" (still
+// counted as held, DESIGN §4) until a cleanup that kept nothing of it, or the
+// same job — same index or same local dirs, i.e. its restart — acquired it again.
+struct JobHold {
+  int job = -1, prefix = -1;
+  std::vector<RankHold> ranks;
+  std::int64_t maybe_start = kNever, sure_start = kNever, sure_end = 0, maybe_end = 0;
+  bool died_holding = false;   // the last holder died or exited without releasing
+  bool killed = false;         // ... by a signal
+  std::int64_t stale_end = 0;  // == maybe_end unless died_holding
+  std::string stale_ended_by;  // "cleanup by job 1 (pid ..) at +..", "restart ...", "trial end"
+
+  bool has_sure() const { return sure_start < sure_end; }
+  std::string pids() const;  // "101,102"
+};
+
+// Every job hold of every prefix seen in an ok acquire, ordered by maybe_start.
+std::vector<JobHold> prefix_holds(const History& h);
+
+// [a0, a1) and [b0, b1) share a moment.
+inline bool overlaps(std::int64_t a0, std::int64_t a1, std::int64_t b0, std::int64_t b1) {
+  return a0 < b1 && b0 < a1 && a0 < a1 && b0 < b1;
+}
+
+}  // namespace harness::checks

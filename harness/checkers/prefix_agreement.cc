@@ -1,0 +1,103 @@
+// prefix.agreement: the ranks of one job end with the same prefix, or all fail
+// with a clear error (DESIGN §4). Ranks cut off mid-acquire (info) say nothing
+// either way and are left out. A rank that failed while a fault was aimed at
+// it (an injected permission error, say) is excused: its failure is the fault's,
+// not a split decision of the subject.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "checker.h"
+#include "checkers/common.h"
+
+namespace harness {
+namespace {
+
+bool fault_aimed_during(const History& h, const Op& op) {
+  for (const Fault& f : h.faults) {
+    if (checks::aims_at(f, op.job, op.rank, op.pid) && f.start_t <= op.complete_t &&
+        f.end_t >= op.invoke_t) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string error_of(const Op& op) {
+  return fmt::format("{}: {}", op.error_code.empty() ? "(no code)" : op.error_code,
+                     op.error_message);
+}
+
+CheckResult check_prefix_agreement(const History& h) {
+  checks::Report rep("prefix.agreement");
+  // The k-th acquire of every rank of a job is one decision.
+  std::map<std::pair<int, int>, std::vector<const Op*>> rounds;  // (job, k) -> ops
+  std::map<std::tuple<int, int, int>, int> seen;  // (job, rank, pid) -> acquires so far
+  for (const Op& op : h.ops) {
+    if (op.op != "acquire") continue;
+    int k = seen[{op.job, op.rank, op.pid}]++;
+    rounds[{op.job, k}].push_back(&op);
+  }
+  for (const auto& [key, ops] : rounds) {
+    const auto [job, k] = key;
+    std::map<std::int64_t, std::vector<const Op*>> by_prefix;
+    std::vector<const Op*> fails;
+    for (const Op* op : ops) {
+      if (op->outcome == Outcome::kOk) {
+        auto p = checks::json_int(op->value, "prefix");
+        if (!p) {
+          rep.invalid(fmt::format("{} returned ok without a prefix: {}", checks::describe(h, *op),
+                                  op->value.dump(-1, ' ', false, Json::error_handler_t::replace)));
+          continue;
+        }
+        by_prefix[*p].push_back(op);
+      } else if (op->outcome == Outcome::kFail) {
+        fails.push_back(op);
+        if (op->error_code == "in-use") rep.reach("acquire-failed-in-use");
+        if (op->error_code.empty() && op->error_message.empty()) {
+          rep.invalid(
+              fmt::format("{} failed without any error code or message", checks::describe(h, *op)));
+        }
+      }
+    }
+    std::string label =
+        k == 0 ? fmt::format("job {}", job) : fmt::format("job {} (acquire #{})", job, k + 1);
+    if (by_prefix.size() > 1) {
+      std::string got;
+      for (const auto& [p, holders] : by_prefix) {
+        for (const Op* op : holders) {
+          got += fmt::format("{}rank {} (pid {}) got prefix {} at {}", got.empty() ? "" : ", ",
+                             op->rank, op->pid, p, checks::at(h, op->complete_t));
+        }
+      }
+      rep.invalid(fmt::format("{}: ranks disagree on the prefix: {}", label, got));
+    }
+    if (by_prefix.empty()) {
+      if (!fails.empty()) rep.reach("acquire-all-ranks-failed");
+      continue;
+    }
+    const Op* winner = by_prefix.begin()->second.front();
+    for (const Op* f : fails) {
+      if (fault_aimed_during(h, *f)) {
+        rep.reach("acquire-failed-by-fault");
+        continue;
+      }
+      rep.invalid(fmt::format(
+          "{}: rank {} (pid {}) got prefix {} at {}, but rank {} (pid {}) failed at {}: {}", label,
+          winner->rank, winner->pid, by_prefix.begin()->first, checks::at(h, winner->complete_t),
+          f->rank, f->pid, checks::at(h, f->complete_t), error_of(*f)));
+    }
+  }
+  return rep.take();
+}
+
+}  // namespace
+}  // namespace harness
+
+SHMSTRESS_REGISTER_CHECKER(
+    "prefix.agreement",
+    "all ranks of a job end with the same prefix, or all fail with a clear error",
+    harness::check_prefix_agreement,
+    {"acquire-failed-in-use", "acquire-all-ranks-failed", "acquire-failed-by-fault"});

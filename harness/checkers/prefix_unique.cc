@@ -1,0 +1,93 @@
+// prefix.unique: no two live jobs hold the same prefix at the same time; a
+// holder that died without releasing keeps counting as holding until something
+// shows its resources gone (DESIGN §4).
+//
+// Verdicts, from the holds in checkers/common.h:
+// - invalid: two jobs *certainly* held one prefix at one moment (between their
+//   acquires returning ok and their releases being invoked / their last sign
+//   of life);
+// - valid: they overlap only where an acquire or release was still in flight
+//   (a linearization exists that hands the prefix over);
+// - unknown: one job's hold is the stale remainder of a dead job that no
+//   cleanup, restart or fresh grant (the worker saw nothing of the prefix
+//   left when it got it) shows to be gone.
+#include <fmt/format.h>
+
+#include "checker.h"
+#include "checkers/common.h"
+
+namespace harness {
+namespace {
+
+using checks::JobHold;
+
+std::string span(const History& h, const JobHold& j, std::int64_t from, std::int64_t to) {
+  return fmt::format("job {} (pids {}) from {} to {}", j.job, j.pids(), checks::at(h, from),
+                     checks::at(h, to));
+}
+
+CheckResult check_prefix_unique(const History& h) {
+  checks::Report rep("prefix.unique");
+  for (const Op& op : h.ops) {
+    if (op.op == "acquire" && op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout) {
+      rep.reach("killed-during-acquire");
+    }
+  }
+  std::vector<JobHold> holds = checks::prefix_holds(h);
+  for (const JobHold& j : holds) {
+    for (const checks::RankHold& r : j.ranks) {
+      if (r.certain && r.end == checks::RankHold::End::kKilled) rep.reach("killed-holding-prefix");
+    }
+  }
+  for (std::size_t a = 0; a < holds.size(); ++a) {
+    for (std::size_t b = a + 1; b < holds.size(); ++b) {
+      const JobHold& x = holds[a];
+      const JobHold& y = holds[b];
+      if (x.prefix != y.prefix || x.job == y.job) continue;
+      if (x.has_sure() && y.has_sure() &&
+          checks::overlaps(x.sure_start, x.sure_end, y.sure_start, y.sure_end)) {
+        rep.invalid(fmt::format(
+            "prefix {} held by {} and by {} at the same time (both acquires returned ok)", x.prefix,
+            span(h, x, x.sure_start, x.sure_end), span(h, y, y.sure_start, y.sure_end)));
+        continue;
+      }
+      if (checks::overlaps(x.maybe_start, x.maybe_end, y.maybe_start, y.maybe_end)) {
+        // Only an in-flight acquire or release overlaps: some order of those
+        // operations hands the prefix over cleanly, so the history is valid.
+        rep.reach("prefix-handover-in-flight");
+        continue;
+      }
+      bool stale_clash = false;
+      for (const auto& [dead, live] : {std::pair{&x, &y}, std::pair{&y, &x}}) {
+        if (!dead->died_holding || !checks::overlaps(dead->maybe_end, dead->stale_end,
+                                                     live->maybe_start, live->maybe_end)) {
+          continue;
+        }
+        stale_clash = true;
+        rep.unknown(
+            fmt::format("prefix {}: every holder of job {} (pids {}) {} holding it by {} and {}, "
+                        "yet {} held it from {}: "
+                        "nothing shows the dead job's resources were gone",
+                        x.prefix, dead->job, dead->pids(), dead->killed ? "was killed" : "exited",
+                        checks::at(h, dead->maybe_end), dead->stale_ended_by,
+                        fmt::format("job {} (pids {})", live->job, live->pids()),
+                        checks::at(h, live->maybe_start)));
+      }
+      if (stale_clash) continue;
+      rep.reach("prefix-reused");
+      const JobHold& first = x.maybe_start <= y.maybe_start ? x : y;
+      if (first.died_holding) rep.reach("prefix-reclaimed-from-dead-job");
+    }
+  }
+  return rep.take();
+}
+
+}  // namespace
+}  // namespace harness
+
+SHMSTRESS_REGISTER_CHECKER(
+    "prefix.unique",
+    "no two live jobs hold the same prefix at once; a killed holder holds until cleaned",
+    harness::check_prefix_unique,
+    {"killed-during-acquire", "killed-holding-prefix", "prefix-reused",
+     "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight"});

@@ -1,0 +1,448 @@
+#include "history.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checker.h"
+
+namespace harness {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+
+Json Invoke(std::int64_t t, int job, int rank, int pid, std::int64_t id, const std::string& op,
+            Json args = Json::object()) {
+  return Json{{"t", t},     {"type", "invoke"}, {"job", job}, {"rank", rank}, {"local_rank", rank},
+              {"pid", pid}, {"op", op},         {"id", id},   {"args", args}};
+}
+Json Ok(std::int64_t t, int job, int rank, int pid, std::int64_t id, Json value = Json::object()) {
+  return Json{{"t", t},     {"type", "ok"}, {"job", job},    {"rank", rank},
+              {"pid", pid}, {"id", id},     {"value", value}};
+}
+Json Fail(std::int64_t t, int job, int rank, int pid, std::int64_t id, const std::string& code,
+          const std::string& msg) {
+  return Json{{"t", t},
+              {"type", "fail"},
+              {"job", job},
+              {"rank", rank},
+              {"pid", pid},
+              {"id", id},
+              {"error", {{"code", code}, {"message", msg}}}};
+}
+Json ExitSignal(std::int64_t t, int job, int rank, int pid, int sig, bool by_harness,
+                bool teardown = false) {
+  return Json{{"t", t},
+              {"type", "exit"},
+              {"job", job},
+              {"rank", rank},
+              {"pid", pid},
+              {"signal", sig},
+              {"by_harness", by_harness},
+              {"teardown", teardown}};
+}
+Json ExitCode(std::int64_t t, int job, int rank, int pid, int code) {
+  return Json{{"t", t},       {"type", "exit"}, {"job", job},
+              {"rank", rank}, {"pid", pid},     {"exit_code", code}};
+}
+Json Trial(std::int64_t t, const std::string& phase, bool timed_out = false) {
+  return Json{{"t", t}, {"type", "trial"}, {"phase", phase}, {"timed_out", timed_out}};
+}
+
+History Build(const std::vector<Json>& events, std::vector<std::string>* errors = nullptr) {
+  std::vector<std::string> local;
+  History h = build_history(events, TrialMeta{}, errors ? errors : &local);
+  if (errors == nullptr) {
+    EXPECT_TRUE(local.empty()) << local.front();
+  }
+  return h;
+}
+
+bool AnyContains(const std::vector<std::string>& lines, const std::string& part) {
+  for (const auto& l : lines) {
+    if (l.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(ParseJsonl, KeepsObjectsSkipsBlankLinesAndNamesBadLinesByNumber) {
+  std::string text =
+      "{\"t\":1,\"type\":\"trial\",\"phase\":\"start\"}\n"
+      "\n"
+      "   \n"
+      "not json at all\n"
+      "[1,2,3]\n"
+      "{\"t\":2,\"type\":\"trial\",\"phase\":\"end\"}\r\n"
+      "{\"t\":3,\"type\":";  // a torn last line
+  std::vector<std::string> errors;
+  auto events = parse_jsonl(text, &errors);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["t"], 2);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_TRUE(AnyContains(errors, "line 4: not JSON"));
+  EXPECT_TRUE(AnyContains(errors, "line 5: not a JSON object"));
+  EXPECT_TRUE(AnyContains(errors, "line 7"));
+}
+
+TEST(ParseJsonl, BinaryGarbageAndInvalidUtf8NeverThrow) {
+  std::string text = std::string("\x00\xff\xfe", 3) +
+                     "{\"t\":\xc3\x28}\n\x80\x81\n{\"t\":1,\"type\":\"x\xff\"}\n" +
+                     std::string(5000, '{') + "\n";
+  std::vector<std::string> errors;
+  std::vector<Json> events;
+  EXPECT_NO_THROW(events = parse_jsonl(text, &errors));
+  EXPECT_FALSE(errors.empty());
+  // Whatever parsed must still be printable and buildable.
+  EXPECT_NO_THROW(build_history(events, TrialMeta{}, &errors));
+}
+
+TEST(ParseJsonl, AcceptsANullErrorSink) {
+  EXPECT_EQ(parse_jsonl("garbage\n{\"a\":1}\n", nullptr).size(), 1u);
+}
+
+TEST(BuildHistory, PairsInvokeAndCompletionByWorkerAndIdEvenWhenInterleaved) {
+  History h = Build({
+      Invoke(10, 0, 0, 100, 1, "acquire"),
+      Invoke(11, 0, 1, 101, 1, "acquire"),
+      Fail(20, 0, 1, 101, 1, "in-use", "local dir /data/0 is in use"),
+      Ok(21, 0, 0, 100, 1, {{"prefix", 3}}),
+  });
+  ASSERT_EQ(h.ops.size(), 2u);
+  EXPECT_EQ(h.ops[0].pid, 100);
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kOk);
+  EXPECT_EQ(h.ops[0].value["prefix"], 3);
+  EXPECT_EQ(h.ops[0].complete_t, 21);
+  EXPECT_EQ(h.ops[0].local_rank, 0);
+  EXPECT_EQ(h.ops[1].outcome, Outcome::kFail);
+  EXPECT_EQ(h.ops[1].error_code, "in-use");
+  EXPECT_EQ(h.ops[1].error_message, "local dir /data/0 is in use");
+  EXPECT_EQ(h.ops[1].complete_t, 20);
+}
+
+TEST(BuildHistory, SortsByTimeSoFileOrderDoesNotMatter) {
+  History h = Build({
+      Ok(30, 0, 0, 100, 2),
+      Trial(0, "start"),
+      Invoke(25, 0, 0, 100, 2, "release"),
+      Ok(20, 0, 0, 100, 1, {{"prefix", 0}}),
+      Invoke(10, 0, 0, 100, 1, "acquire"),
+      ExitCode(40, 0, 0, 100, 0),
+      Trial(50, "end"),
+  });
+  ASSERT_EQ(h.ops.size(), 2u);
+  EXPECT_EQ(h.ops[0].op, "acquire");
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kOk);
+  EXPECT_EQ(h.ops[1].op, "release");
+  EXPECT_EQ(h.ops[1].outcome, Outcome::kOk);
+  EXPECT_EQ(h.start_t, 0);
+  EXPECT_EQ(h.end_t, 50);
+}
+
+TEST(BuildHistory, OpenOpOfWorkerKilledByHarnessIsInfoClosedAtItsExit) {
+  History h = Build({
+      Invoke(10 * kMs, 0, 1, 101, 1, "barrier", {{"round", 0}}),
+      Json{{"t", 12 * kMs},
+           {"type", "fault"},
+           {"kind", "sigkill"},
+           {"job", 0},
+           {"rank", 1},
+           {"pid", 101},
+           {"phase", "instant"}},
+      ExitSignal(13 * kMs, 0, 1, 101, SIGKILL, true),
+  });
+  ASSERT_EQ(h.ops.size(), 1u);
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kInfo);
+  EXPECT_EQ(h.ops[0].complete_t, 13 * kMs);
+  EXPECT_EQ(h.ops[0].info_cause, "killed by harness (SIGKILL)");
+  EXPECT_TRUE(h.exits[0].crash_point.empty());
+}
+
+TEST(BuildHistory, CrashPointAnnouncedBeforeASelfKillNamesTheCauseAndTheExit) {
+  History h = Build({
+      Invoke(10, 0, 0, 100, 1, "barrier", {{"round", 0}}),
+      Json{{"t", 11},
+           {"type", "point"},
+           {"job", 0},
+           {"rank", 0},
+           {"pid", 100},
+           {"name", "crash/barrier/wait/after-enter"}},
+      ExitSignal(12, 0, 0, 100, SIGKILL, false),
+  });
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kInfo);
+  EXPECT_EQ(h.ops[0].info_cause, "killed itself at crash point crash/barrier/wait/after-enter");
+  EXPECT_EQ(h.exits[0].crash_point, "crash/barrier/wait/after-enter");
+}
+
+TEST(BuildHistory, PointOfAnotherProcessDoesNotMarkACrash) {
+  History h = Build({
+      Json{
+          {"t", 11}, {"type", "point"}, {"job", 0}, {"rank", 0}, {"pid", 100}, {"name", "crash/x"}},
+      ExitSignal(12, 0, 1, 101, SIGKILL, true),
+      ExitCode(13, 0, 0, 100, 0),  // announced a point, yet exited: it did not crash there
+  });
+  EXPECT_TRUE(h.exits[0].crash_point.empty());
+  EXPECT_TRUE(h.exits[1].crash_point.empty());
+}
+
+TEST(BuildHistory, OpenOpOfWorkerDeadOfSegvSaysWhichSignal) {
+  History h =
+      Build({Invoke(10, 0, 0, 100, 1, "acquire"), ExitSignal(12, 0, 0, 100, SIGSEGV, false)});
+  EXPECT_EQ(h.ops[0].info_cause.rfind("signal 11", 0), 0u) << h.ops[0].info_cause;
+}
+
+TEST(BuildHistory, OpenOpKilledAtTeardownOfATimedOutTrialIsATrialTimeout) {
+  History h = Build({
+      Trial(0, "start"),
+      Invoke(10, 0, 0, 100, 1, "barrier", {{"round", 0}}),
+      Json{{"t", 900}, {"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}},
+      ExitSignal(1000, 0, 0, 100, SIGKILL, true, true),
+      Trial(1100, "end", true),
+  });
+  EXPECT_TRUE(h.timed_out);
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kInfo);
+  EXPECT_EQ(h.ops[0].info_cause, kCauseTrialTimeout);
+  EXPECT_EQ(h.ops[0].complete_t, 1000);
+}
+
+TEST(BuildHistory, OpenOpOfANeverReapedWorkerClosesAtTrialEnd) {
+  History h = Build({Trial(0, "start"), Invoke(10, 0, 0, 100, 1, "acquire"), Trial(500, "end")});
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kInfo);
+  EXPECT_EQ(h.ops[0].complete_t, 500);
+  EXPECT_EQ(h.ops[0].info_cause, "still running at trial end");
+}
+
+TEST(BuildHistory, OpenOpOfAWorkerThatExitedNormallySaysSo) {
+  History h = Build({Invoke(10, 0, 0, 100, 1, "release"), ExitCode(20, 0, 0, 100, 0)});
+  EXPECT_EQ(h.ops[0].info_cause, "exited 0 without completing");
+  EXPECT_EQ(h.ops[0].complete_t, 20);
+}
+
+TEST(BuildHistory, FaultWindowsPairStartAndEndAndUnmatchedStartsLastToTrialEnd) {
+  auto fault = [](std::int64_t t, const std::string& kind, const std::string& phase, int rank,
+                  Json detail = {}) {
+    return Json{{"t", t},       {"type", "fault"},   {"kind", kind},   {"job", 0},
+                {"rank", rank}, {"pid", 100 + rank}, {"phase", phase}, {"detail", detail}};
+  };
+  History h = Build({
+      Trial(0, "start"),
+      fault(10, "sigstop", "start", 0, {{"duration_ms", 5}}),
+      fault(12, "sigkill", "instant", 1),
+      fault(15, "sigstop", "end", 0, {{"resumed", true}}),
+      fault(20, "sigstop", "start", 1),
+      Trial(100, "end"),
+  });
+  ASSERT_EQ(h.faults.size(), 3u);
+  EXPECT_EQ(h.faults[0].kind, "sigstop");
+  EXPECT_EQ(h.faults[0].start_t, 10);
+  EXPECT_EQ(h.faults[0].end_t, 15);
+  EXPECT_EQ(h.faults[0].detail["duration_ms"], 5);
+  EXPECT_EQ(h.faults[0].detail["resumed"], true);
+  EXPECT_EQ(h.faults[1].kind, "sigkill");
+  EXPECT_EQ(h.faults[1].start_t, h.faults[1].end_t);
+  EXPECT_EQ(h.faults[2].end_t, 100);
+  EXPECT_EQ(h.faults[2].pid, 101);
+}
+
+TEST(BuildHistory, AuditAndFdReportsFillTheAudit) {
+  History h = Build({
+      Json{{"t", 5}, {"type", "fds"}, {"job", 0}, {"rank", 0}, {"pid", 100}, {"count", 7}},
+      Json{{"t", 6}, {"type", "fds"}, {"job", 1}, {"rank", 1}, {"pid", 111}, {"count", 9}},
+      Json{{"t", 90},
+           {"type", "audit"},
+           {"leftover_shm", {"/shm.000001_barrier"}},
+           {"leftover_locks", {"/locks/000001_barrier_filelock"}},
+           {"orphans", {4242}}},
+  });
+  EXPECT_TRUE(h.audit.ran);
+  EXPECT_EQ(h.audit.max_fds, 9);
+  EXPECT_EQ(h.audit.max_fds_pid, 111);
+  EXPECT_EQ(h.audit.max_fds_job, 1);
+  EXPECT_EQ(h.audit.leftover_shm, std::vector<std::string>{"/shm.000001_barrier"});
+  EXPECT_EQ(h.audit.leftover_locks, std::vector<std::string>{"/locks/000001_barrier_filelock"});
+  EXPECT_EQ(h.audit.orphan_pids, std::vector<int>{4242});
+}
+
+TEST(BuildHistory, WithoutAnAuditEventTheAuditDidNotRun) {
+  History h = Build({Trial(0, "start"), Trial(10, "end")});
+  EXPECT_FALSE(h.audit.ran);
+  EXPECT_EQ(h.audit.max_fds, -1);
+}
+
+TEST(BuildHistory, MalformedEventsAreReportedAndSkippedWithoutLosingGoodOnes) {
+  std::vector<std::string> errors;
+  History h = Build(
+      {
+          Json{{"type", "invoke"}},             // no t
+          Json{{"t", "soon"}, {"type", "ok"}},  // t not an integer
+          Json{{"t", 1}, {"type", 7}},          // type not a string
+          Json{{"t", 2}, {"type", "invoke"}, {"job", 0}, {"rank", 0}, {"pid", 1}},  // no op / id
+          Json{{"t", 3},
+               {"type", "invoke"},
+               {"job", "zero"},
+               {"rank", 0},
+               {"pid", 1},
+               {"op", "acquire"},
+               {"id", 1}},
+          Ok(4, 0, 0, 1, 99),                    // never invoked
+          Json{{"t", 5}, {"type", "levitate"}},  // unknown type
+          Invoke(6, 0, 0, 1, 1, "acquire"),
+          Invoke(7, 0, 0, 1, 1, "acquire"),  // same id while open
+          Ok(8, 0, 0, 1, 1, {{"prefix", 0}}),
+          Json{{"t", 9}, {"type", "exit"}, {"job", 0}, {"rank", 0}},  // neither code nor signal
+          Json{{"t", 10},
+               {"type", "fault"},
+               {"kind", "sigstop"},
+               {"phase", "end"},
+               {"job", 0},
+               {"rank", 0}},
+          Json{
+              {"t", 11}, {"type", "audit"}, {"leftover_shm", "not-a-list"}, {"orphans", {"x", -3}}},
+          Json::array({1, 2}),
+      },
+      &errors);
+  EXPECT_EQ(errors.size(), 14u);
+  EXPECT_TRUE(AnyContains(errors, "completion without an open invoke"));
+  EXPECT_TRUE(AnyContains(errors, "unknown event type \"levitate\""));
+  EXPECT_TRUE(AnyContains(errors, "second invoke"));
+  EXPECT_TRUE(AnyContains(errors, "fault end without a start"));
+  ASSERT_EQ(h.ops.size(), 1u);
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kOk);
+  EXPECT_EQ(h.exits.size(), 1u);
+  EXPECT_TRUE(h.audit.orphan_pids.empty());
+}
+
+TEST(BuildHistory, AFloodOfBadEventsIsCappedWithACount) {
+  std::vector<Json> events(1000, Json{{"t", 1}, {"type", "nonsense"}});
+  std::vector<std::string> errors;
+  build_history(events, TrialMeta{}, &errors);
+  ASSERT_EQ(errors.size(), 201u);
+  EXPECT_EQ(errors.back(), "... and 800 more errors");
+}
+
+TEST(BuildHistory, OddlyTypedArgsValuesAndErrorsSurviveAndCheckersDoNotThrow) {
+  std::vector<std::string> errors;
+  History h = Build(
+      {
+          Trial(0, "start"),
+          Json{{"t", 1},
+               {"type", "invoke"},
+               {"job", 0},
+               {"rank", 0},
+               {"pid", 1},
+               {"op", "barrier"},
+               {"id", 1},
+               {"args", "round three"}},
+          Json{{"t", 2},
+               {"type", "ok"},
+               {"job", 0},
+               {"rank", 0},
+               {"pid", 1},
+               {"id", 1},
+               {"value", {1, 2}}},
+          Json{{"t", 3},
+               {"type", "invoke"},
+               {"job", 0},
+               {"rank", 0},
+               {"pid", 1},
+               {"op", "acquire"},
+               {"id", 2}},
+          Json{{"t", 4},
+               {"type", "fail"},
+               {"job", 0},
+               {"rank", 0},
+               {"pid", 1},
+               {"id", 2},
+               {"error", "plain text"}},
+          Json{{"t", 5},
+               {"type", "invoke"},
+               {"job", 0},
+               {"rank", 0},
+               {"pid", 1},
+               {"op", "clean"},
+               {"id", 3}},
+          Json{{"t", 6},
+               {"type", "ok"},
+               {"job", 0},
+               {"rank", 0},
+               {"pid", 1},
+               {"id", 3},
+               {"value", {{"removed", "all of it"}, {"kept", {1, "\xff\xfe"}}}}},
+          Json{{"t", 7}, {"type", "fault"}, {"kind", "sigstop"}, {"detail", "x"}, {"job", 0}},
+          ExitCode(8, 0, 0, 1, 1),
+          Trial(9, "end"),
+      },
+      &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(h.ops[1].error_message, "plain text");
+  std::vector<CheckResult> results;
+  ASSERT_NO_THROW(results = run_checkers(h));
+  for (const auto& r : results) {
+    if (r.invariant.starts_with("test.")) continue;  // test doubles registered by other tests
+    for (const auto& p : r.problems)
+      EXPECT_EQ(p.find("checker failed"), std::string::npos) << r.invariant << ": " << p;
+  }
+}
+
+TEST(BuildHistory, ARandomSoupOfEventsNeverThrowsThroughBuilderAndCheckers) {
+  std::mt19937_64 rng(20240601);
+  auto pick = [&](std::initializer_list<Json> options) {
+    std::vector<Json> v(options);
+    return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
+  };
+  auto small = [&]() { return Json(std::uniform_int_distribution<int>(-1, 3)(rng)); };
+  std::vector<Json> events;
+  for (int i = 0; i < 3000; ++i) {
+    Json e = Json::object();
+    e["t"] = pick({Json(std::uniform_int_distribution<std::int64_t>(0, 1000)(rng)), Json(-5),
+                   Json("x"), Json(1.5)});
+    e["type"] =
+        pick({"invoke", "ok", "fail", "point", "fds", "fault", "exit", "audit", "trial", "zzz"});
+    e["job"] = pick({small(), small(), Json("j"), Json()});
+    e["rank"] = pick({small(), small(), Json(nullptr)});
+    e["pid"] = pick({small(), small(), Json(1e300)});
+    e["id"] = pick({small(), small(), Json::array()});
+    e["op"] = pick({"acquire", "release", "barrier", "barrier_attach", "barrier_detach", "clean",
+                    "segment", 7});
+    e["args"] = pick({Json{{"round", small()}}, Json("r"), Json::array({1})});
+    e["value"] = pick(
+        {Json{{"prefix", small()}}, Json{{"round", small()}},
+         Json{{"removed", {"/shm.000001_barrier", "/shm.registry"}}, {"kept", {"/shm.000002_x"}}},
+         Json{{"prefix", "zero"}}, Json(3)});
+    e["error"] = pick({Json{{"code", "broken"}, {"message", "m"}}, Json("e"), Json(4)});
+    e["kind"] = pick({"sigkill", "sigstop", "crash-point", 1});
+    e["phase"] = pick({"start", "end", "instant", "timeout", 2});
+    e["signal"] = pick({Json(9), Json(11), Json(0), Json("KILL")});
+    e["exit_code"] = pick({Json(0), Json(1), Json(70), Json(nullptr)});
+    e["count"] = pick({Json(3), Json(99), Json(-1)});
+    e["name"] = pick({"crash/x", 5});
+    e["orphans"] = pick({Json::array({1, 2}), Json("none")});
+    e["leftover_shm"] = pick({Json::array({"/shm.000001_barrier"}), Json(1)});
+    e["detail"] = pick({Json{{"foreign", true}, {"name", "/shm.000001_barrier"}}, Json("d")});
+    events.push_back(std::move(e));
+  }
+  TrialMeta meta;
+  meta.jobs.resize(2);
+  meta.jobs[0].dirs = {"/d"};
+  meta.jobs[0].has_remote = {true};
+  meta.jobs[1].dirs = {"/d"};
+  meta.acquire_deadline_ns = 10;
+  meta.barrier_deadline_ns = 10;
+  meta.cleanup_step = true;
+  std::vector<std::string> errors;
+  History h;
+  ASSERT_NO_THROW(h = build_history(events, meta, &errors));
+  EXPECT_FALSE(errors.empty());
+  std::vector<CheckResult> results;
+  ASSERT_NO_THROW(results = run_checkers(h));
+  for (const auto& r : results) {
+    if (r.invariant.starts_with("test.")) continue;
+    for (const auto& p : r.problems)
+      EXPECT_EQ(p.find("checker failed"), std::string::npos) << r.invariant << ": " << p;
+  }
+}
+
+}  // namespace
+}  // namespace harness

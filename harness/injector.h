@@ -1,0 +1,50 @@
+// A fault kind. Each lives in one file in injectors/ and registers with one
+// line: SHMSTRESS_REGISTER_INJECTOR("kind", "summary", plan_fn). An injector
+// only *plans*: from its [[fault]] params, the trial's seeded rng and the trial
+// index it adds timed actions and per-worker environment to the TrialPlan. The
+// supervisor carries the actions out, logs each as a fault event, and heals
+// (SIGCONT to every worker, then teardown) whatever happens, so a plan is
+// replayable and nothing an injector does outlives the trial.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plan.h"
+#include "scenario.h"
+
+namespace harness {
+
+using Rng = std::mt19937_64;
+
+struct InjectorInfo {
+  std::string kind;
+  std::string summary;
+  // Returns an error message (the caller prefixes file:line) or nullopt.
+  std::function<std::optional<std::string>(const FaultSpec&, const Scenario&, Rng&, TrialPlan&)> plan;
+};
+
+std::vector<InjectorInfo>& injector_registry();
+const InjectorInfo* find_injector(const std::string& kind);
+
+struct InjectorRegistration {
+  explicit InjectorRegistration(InjectorInfo info) { injector_registry().push_back(std::move(info)); }
+};
+
+#define SHMSTRESS_INJ_CONCAT2(a, b) a##b
+#define SHMSTRESS_INJ_CONCAT(a, b) SHMSTRESS_INJ_CONCAT2(a, b)
+#define SHMSTRESS_REGISTER_INJECTOR(...) \
+  static ::harness::InjectorRegistration SHMSTRESS_INJ_CONCAT(injector_reg_, __LINE__)(::harness::InjectorInfo{__VA_ARGS__})
+
+// Helpers shared by injectors: parse "10-200ms" style params and pick targets.
+std::optional<std::string> param_range(const FaultSpec& f, const std::string& key, MsRange def, MsRange* out);
+std::int64_t pick_ns(Rng& rng, MsRange r);
+// Target (job, rank): from params "job"/"rank" if present, else seeded random. Returns error text.
+std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rng& rng, int* job, int* rank);
+// Checks that params hold only the given keys (besides "kind").
+std::optional<std::string> only_keys(const FaultSpec& f, std::initializer_list<const char*> keys);
+
+}  // namespace harness

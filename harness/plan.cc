@@ -1,0 +1,111 @@
+#include "plan.h"
+
+#include <algorithm>
+
+namespace harness {
+namespace {
+
+// splitmix64: decorrelates nearby inputs (trial 1, trial 2, ...).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+nlohmann::json range_json(MsRange r) { return nlohmann::json::array({r.min.count(), r.max.count()}); }
+
+}  // namespace
+
+std::uint64_t derive_seed(std::uint64_t parent, const std::string& salt, std::uint64_t index) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a of the salt
+  for (unsigned char c : salt) h = (h ^ c) * 1099511628211ULL;
+  return mix(mix(parent ^ h) + index);
+}
+
+nlohmann::json to_json(const TrialPlan& p) {
+  nlohmann::json j;
+  j["scenario"] = p.scenario;
+  j["scenario_file"] = p.scenario_file;
+  j["trial"] = p.trial;
+  j["run_seed"] = p.run_seed;
+  j["seed"] = p.seed;
+  j["timeout_ms"] = p.timeout_ns / 1000000;
+  j["final_cleanup"] = p.final_cleanup;
+  for (const auto& w : p.workers) {
+    j["workers"].push_back({{"job", w.job}, {"rank", w.rank}, {"local_rank", w.local_rank}, {"env", w.env}});
+  }
+  j["actions"] = nlohmann::json::array();
+  for (const auto& a : p.actions) {
+    j["actions"].push_back({{"at_ms", a.at_ns / 1e6},
+                            {"job", a.job},
+                            {"rank", a.rank},
+                            {"signal", a.signal},
+                            {"fault", a.fault},
+                            {"phase", a.phase},
+                            {"detail", a.detail}});
+  }
+  return j;
+}
+
+std::string expand_job(std::string s, int job) {
+  for (std::size_t at; (at = s.find("{job}")) != std::string::npos;) s.replace(at, 5, std::to_string(job));
+  return s;
+}
+
+TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
+  TrialPlan p;
+  p.scenario = s.name;
+  p.scenario_file = s.file;
+  p.trial = trial;
+  p.run_seed = run_seed;
+  p.seed = derive_seed(run_seed, s.name, static_cast<std::uint64_t>(trial));
+  p.timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.trial_timeout).count();
+  p.final_cleanup = s.final_cleanup;
+  for (std::size_t j = 0; j < s.jobs.size(); ++j) {
+    const JobSpec& js = s.jobs[j];
+    nlohmann::json dirs = nlohmann::json::array();
+    for (const auto& d : js.dirs) dirs.push_back({{"path", expand_job(d, static_cast<int>(j))}, {"remote", js.remote}});
+    const Workload& w = js.workload;
+    nlohmann::json ops = {{"acquire", w.acquire},
+                          {"rounds", w.rounds},
+                          {"round_jitter_ms", range_json(w.round_jitter)},
+                          {"hold_ms", range_json(w.hold)},
+                          {"release", w.release},
+                          {"segments", w.segments},
+                          {"clean_before", w.clean_before},
+                          {"clean_after", w.clean_after},
+                          {"start_jitter_ms", range_json(js.start_jitter)}};
+    for (int r = 0; r < js.ranks; ++r) {
+      WorkerPlan wp;
+      wp.job = static_cast<int>(j);
+      wp.rank = r;
+      wp.local_rank = r;
+      auto& e = wp.env;
+      e["SHMSTRESS_ROLE"] = "rank";
+      e["SHMSTRESS_JOB"] = std::to_string(j);
+      e["SHMSTRESS_JOB_KEY"] = "job" + std::to_string(j);
+      e["SHMSTRESS_RANK"] = std::to_string(r);
+      e["SHMSTRESS_WORLD_SIZE"] = std::to_string(js.ranks);
+      e["SHMSTRESS_LOCAL_RANK"] = std::to_string(r);
+      e["RANK"] = std::to_string(r);
+      e["WORLD_SIZE"] = std::to_string(js.ranks);
+      e["LOCAL_RANK"] = std::to_string(r);
+      if (js.lws_mode == LwsMode::kSet) {
+        e["SHMSTRESS_LOCAL_WORLD_SIZE"] = std::to_string(js.ranks);
+      } else if (js.lws_mode == LwsMode::kWrong) {
+        e["SHMSTRESS_LOCAL_WORLD_SIZE"] = std::to_string(r == 0 ? js.lws_wrong : js.ranks);
+      }
+      if (e.contains("SHMSTRESS_LOCAL_WORLD_SIZE")) e["LOCAL_WORLD_SIZE"] = e["SHMSTRESS_LOCAL_WORLD_SIZE"];
+      e["SHMSTRESS_DIRS"] = dirs.dump();
+      e["SHMSTRESS_OPS"] = ops.dump();
+      e["SHMSTRESS_SEED"] = std::to_string(derive_seed(p.seed, "worker", j * 1000 + r));
+      e["SHMSTRESS_ACQUIRE_TIMEOUT_MS"] = std::to_string(s.acquire_deadline.count());
+      e["SHMSTRESS_BARRIER_TIMEOUT_MS"] = std::to_string(s.barrier_deadline.count());
+      p.workers.push_back(std::move(wp));
+    }
+  }
+  return p;
+}
+
+}  // namespace harness

@@ -1,0 +1,56 @@
+// A trial's plan: everything the supervisor does, fixed before the trial starts
+// from (scenario, trial seed, trial index) alone, so the same inputs replay the
+// same schedule. Written to schedule.json in the trial dir.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scenario.h"
+
+namespace harness {
+
+struct WorkerPlan {
+  int job = 0;
+  int rank = 0;        // rank within the job
+  int local_rank = 0;
+  std::map<std::string, std::string> env;  // SHMSTRESS_* protocol variables + injector additions
+};
+
+// A signal the supervisor sends at a time relative to the trial start, logged
+// as a fault event (start/end windows are two actions with the same kind).
+struct Action {
+  std::int64_t at_ns = 0;
+  int job = -1;
+  int rank = -1;
+  int signal = 0;
+  std::string fault;        // the fault kind it belongs to
+  std::string phase = "instant";  // start | end | instant
+  nlohmann::json detail;
+};
+
+struct TrialPlan {
+  std::string scenario;
+  std::string scenario_file;
+  int trial = 0;
+  std::uint64_t run_seed = 0;
+  std::uint64_t seed = 0;     // this trial's seed
+  std::vector<WorkerPlan> workers;
+  std::vector<Action> actions;  // sorted by at_ns before the trial
+  std::int64_t timeout_ns = 0;
+  bool final_cleanup = true;
+};
+
+nlohmann::json to_json(const TrialPlan& p);
+
+// Seeds: each trial's from (run seed, scenario name, trial index); each worker's from the trial's.
+std::uint64_t derive_seed(std::uint64_t parent, const std::string& salt, std::uint64_t index);
+
+// Builds the plan without faults (topology + workload); injectors then add to it.
+TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial);
+
+}  // namespace harness

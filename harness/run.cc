@@ -1,0 +1,363 @@
+#include "run.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "events.h"
+#include "injector.h"
+#include "plan.h"
+#include "reports/reports.h"
+#include "supervisor.h"
+
+namespace harness {
+namespace fs = std::filesystem;
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop(int) { g_stop = 1; }
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& p, const std::string& text) {
+  std::ofstream f(p);
+  f << text;
+}
+
+std::string quote(const std::string& s) {
+  if (s.find_first_of(" '\"$\\") == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenario>* out, std::string* err) {
+  for (const auto& f : files) {
+    ScenarioError e;
+    auto s = load_scenario(f, &e);
+    if (!s) {
+      *err = e.to_string();
+      return false;
+    }
+    for (const auto& inv : s->invariants) {
+      bool known = false;
+      for (const auto& c : checker_registry()) known |= c.invariant == inv;
+      if (!known) {
+        *err = f + ": unknown invariant '" + inv + "' (see `shmstress list`)";
+        return false;
+      }
+    }
+    for (const auto& fault : s->faults) {
+      const InjectorInfo* inj = find_injector(fault.kind);
+      if (!inj) {
+        *err = f + ":" + std::to_string(fault.line) + ": unknown fault kind '" + fault.kind + "' (see `shmstress list`)";
+        return false;
+      }
+      TrialPlan scratch = base_plan(*s, 1, 0);
+      Rng rng(1);
+      if (auto why = inj->plan(fault, *s, rng, scratch)) {
+        int line = fault.line;
+        for (const auto& [k, l] : fault.param_lines) {
+          if (why->find("'" + k + "'") != std::string::npos) line = l;
+        }
+        *err = f + ":" + std::to_string(line) + ": " + *why;
+        return false;
+      }
+    }
+    out->push_back(std::move(*s));
+  }
+  return true;
+}
+
+TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
+  TrialMeta m;
+  m.scenario = s.name;
+  m.seed = seed;
+  for (std::size_t j = 0; j < s.jobs.size(); ++j) {
+    const auto& js = s.jobs[j];
+    JobMeta jm;
+    jm.ranks = js.ranks;
+    jm.barrier_rounds = js.workload.rounds;
+    for (auto d : js.dirs) {
+      for (std::size_t at; (at = d.find("{job}")) != std::string::npos;) d.replace(at, 5, std::to_string(j));
+      jm.dirs.push_back(d);
+      jm.has_remote.push_back(js.remote);
+    }
+    m.jobs.push_back(std::move(jm));
+  }
+  m.acquire_deadline_ns = s.acquire_deadline.count() * 1000000LL;
+  m.barrier_deadline_ns = s.barrier_deadline.count() * 1000000LL;
+  m.cleanup_step = s.final_cleanup;
+  return m;
+}
+
+TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial, std::uint64_t run_seed,
+                            std::uint64_t seed) {
+  TrialResult t;
+  t.scenario = s.name;
+  t.scenario_file = s.file;
+  t.trial = trial;
+  t.run_seed = run_seed;
+  t.seed = seed;
+  t.dir = dir;
+  std::vector<std::string> errors;
+  auto events = parse_jsonl(read_file(dir + "/history.jsonl"), &errors);
+  History h = build_history(events, meta_for(s, seed), &errors);
+  for (const auto& e : events) {
+    if (e.value("type", "") == "harness-error") {
+      t.harness_error = true;
+      t.harness_error_text += e.value("message", "") + "; ";
+    }
+  }
+  bool started = false, ended = false;
+  for (const auto& e : events) {
+    if (e.value("type", "") == "trial") {
+      started |= e.value("phase", "") == "start";
+      ended |= e.value("phase", "") == "end";
+    }
+  }
+  if (!started || !ended) {
+    t.harness_error = true;
+    t.harness_error_text += "the trial supervisor did not finish its history";
+  }
+  t.checks = run_checkers(h, s.invariants);
+  for (const auto& c : t.checks) {
+    t.verdict = compose(t.verdict, c.verdict);
+    t.reached.insert(c.reached.begin(), c.reached.end());
+  }
+  if (t.harness_error) t.verdict = compose(t.verdict, Verdict::kUnknown);
+  for (const auto& f : h.faults) {
+    if (f.end_t == f.start_t || f.end_t > 0) ++t.faults[f.kind];
+  }
+  for (const auto& op : h.ops) {
+    if (op.outcome != Outcome::kOk) continue;
+    double ms = (op.complete_t - op.invoke_t) / 1e6;
+    if (op.op == "acquire") t.acquire_ms.push_back(ms);
+    if (op.op == "barrier") t.barrier_ms.push_back(ms);
+  }
+  nlohmann::json v = {{"verdict", verdict_name(t.verdict)}, {"history_errors", errors}};
+  for (const auto& c : t.checks) {
+    v["checks"].push_back({{"invariant", c.invariant}, {"verdict", verdict_name(c.verdict)}, {"problems", c.problems}, {"reached", c.reached}});
+  }
+  write_file(dir + "/verdict.json", v.dump(2) + "\n");
+  return t;
+}
+
+Verdict RunResult::verdict() const {
+  Verdict v = Verdict::kValid;
+  for (const auto& t : trials) v = compose(v, t.verdict);
+  return v;
+}
+
+bool RunResult::harness_failed() const {
+  for (const auto& t : trials) {
+    if (t.harness_error) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> RunResult::missing_reached() const {
+  std::vector<std::string> out;
+  for (const auto& [scenario, states] : expect_reached) {
+    for (const auto& s : states) {
+      bool hit = false;
+      for (const auto& t : trials) hit |= t.scenario == scenario && t.reached.contains(s);
+      if (!hit) out.push_back(scenario + ": " + s);
+    }
+  }
+  return out;
+}
+
+int RunResult::exit_code() const {
+  Verdict v = verdict();
+  if (v == Verdict::kInvalid) return 1;
+  if (harness_failed()) return 3;
+  if (v == Verdict::kUnknown || !missing_reached().empty()) return 4;
+  return 0;
+}
+
+RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
+  RunResult r;
+  r.seed = opt.seed ? opt.seed : std::random_device{}() | (static_cast<std::uint64_t>(std::random_device{}()) << 32);
+  auto now = std::chrono::system_clock::now();
+  std::time_t tt = std::chrono::system_clock::to_time_t(now);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&tt));
+  r.run_id = std::string(stamp) + "-" + std::to_string(::getpid());
+  r.out_dir = opt.out_dir.empty() ? "runs/" + r.run_id : opt.out_dir;
+  r.subject = opt.subject;
+  fs::create_directories(r.out_dir);
+  r.out_dir = fs::canonical(r.out_dir).string();
+  for (const auto& s : scenarios) {
+    if (!s.expect_reached.empty()) r.expect_reached[s.name] = s.expect_reached;
+  }
+
+  struct Pending {
+    const Scenario* s;
+    int trial;
+  };
+  std::vector<Pending> queue;
+  auto enqueue_round = [&](int round_base, int per) {
+    for (const auto& s : scenarios) {
+      int n = opt.trials > 0 ? opt.trials : s.default_trials;
+      if (opt.only_trial) {
+        if (round_base == 0) queue.push_back({&s, *opt.only_trial});
+        continue;
+      }
+      for (int i = 0; i < (per > 0 ? per : n); ++i) queue.push_back({&s, round_base * (per > 0 ? per : n) + i});
+    }
+  };
+  const bool by_duration = opt.duration_s > 0 && !opt.only_trial;
+  enqueue_round(0, by_duration ? 1 : 0);
+  int round = 1;
+
+  struct sigaction sa{};
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  g_stop = 0;
+
+  const int parallel = opt.parallel > 0 ? opt.parallel : std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  const bool tty = ::isatty(STDERR_FILENO);
+  const bool color = tty && !std::getenv("NO_COLOR");
+  struct Running {
+    Pending p;
+    std::string dir;
+    std::uint64_t seed;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<pid_t, Running> running;
+  std::size_t next = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto last_progress = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  int violations = 0;
+
+  auto progress = [&](bool force) {
+    auto n = std::chrono::steady_clock::now();
+    if (!force && n - last_progress < (tty ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000))) return;
+    last_progress = n;
+    reports::Progress p;
+    p.done = static_cast<int>(r.trials.size());
+    p.planned = by_duration ? -1 : static_cast<int>(queue.size());
+    p.violations = violations;
+    p.elapsed = elapsed();
+    if (by_duration) {
+      p.remaining = std::max(0.0, opt.duration_s - p.elapsed);
+    } else if (p.done > 0) {
+      p.remaining = p.elapsed / p.done * (p.planned - p.done);
+    }
+    reports::console_progress(stderr, p, tty, color);
+  };
+
+  while (true) {
+    if (!g_stop) {
+      if (by_duration && next >= queue.size() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
+      while (!g_stop && running.size() < static_cast<std::size_t>(parallel) && next < queue.size() &&
+             (!by_duration || elapsed() < opt.duration_s)) {
+        Pending p = queue[next++];
+        TrialPlan plan = base_plan(*p.s, r.seed, p.trial);
+        Rng rng(plan.seed);
+        for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
+        std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
+        std::string dir = r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        write_file(dir + "/scenario.toml", p.s->raw_toml);
+        write_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n");
+        SupervisorConfig cfg;
+        cfg.exe = opt.exe;
+        cfg.trial_dir = dir;
+        cfg.allow_mount_ns = opt.allow_mount_ns;
+        cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(next) + ".";
+        pid_t pid = start_supervisor(plan, cfg);
+        if (pid < 0) {
+          TrialResult t;
+          t.scenario = p.s->name;
+          t.trial = p.trial;
+          t.harness_error = true;
+          t.harness_error_text = "fork failed";
+          r.trials.push_back(t);
+          continue;
+        }
+        running[pid] = Running{p, dir, plan.seed, std::chrono::steady_clock::now()};
+      }
+    }
+    if (running.empty()) {
+      const bool time_up = by_duration && elapsed() >= opt.duration_s;
+      if (g_stop || time_up || (!by_duration && next >= queue.size())) break;
+      continue;
+    }
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, 0);
+    if (pid < 0) {
+      if (errno == EINTR) {
+        if (g_stop) {
+          // Stop within 2 s: end every running trial (each supervisor's group: workers included).
+          for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+        }
+        continue;
+      }
+      break;
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    Running done = it->second;
+    running.erase(it);
+    TrialResult t = check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed);
+    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
+    if (g_stop && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      fs::remove_all(done.dir);  // cut short by the user: neither a result nor a harness failure
+      continue;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      t.harness_error = true;
+      t.harness_error_text += "supervisor exited abnormally";
+    }
+    t.reproduce = quote(opt.invocation) + " run " + quote(done.p.s->file) + opt.reproduce_flags + " --seed " + std::to_string(r.seed) +
+                  " --trial " + std::to_string(done.p.trial);
+    if (t.verdict != Verdict::kValid || t.harness_error || opt.keep_passing) {
+      t.kept = true;
+    } else {
+      fs::remove_all(done.dir);
+      t.dir.clear();
+    }
+    if (t.verdict == Verdict::kInvalid) {
+      ++violations;
+      if (opt.stop_on_violation && !g_stop) {
+        g_stop = 1;
+        for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+      }
+    }
+    r.trials.push_back(std::move(t));
+    r.elapsed = elapsed();
+    if (by_duration) reports::write_summary(r, r.out_dir + "/summary.json");  // live during a soak
+    progress(false);
+  }
+  progress(true);
+  if (tty) std::fputc('\n', stderr);
+  r.interrupted = g_stop != 0;
+  r.elapsed = elapsed();
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  return r;
+}
+
+}  // namespace harness

@@ -1,0 +1,46 @@
+// A run: trials of one or more scenarios, up to `parallel` at a time, each in
+// its own supervisor. The harness process itself only plans, waits, checks and
+// reports; it never touches a trial's shared memory.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results.h"
+#include "scenario.h"
+
+namespace harness {
+
+struct RunOptions {
+  std::vector<std::string> files;
+  std::uint64_t seed = 0;           // 0: pick one (printed, in summary.json)
+  int trials = 0;                   // 0: each scenario's default
+  std::optional<int> only_trial;    // replay exactly this trial index
+  double duration_s = 0;            // > 0: keep going round-robin until then
+  int parallel = 0;                 // 0: number of cores
+  std::string out_dir;              // default runs/<run-id>
+  std::string subject = "native";
+  bool keep_passing = false;
+  bool allow_mount_ns = true;
+  std::string exe;                  // the worker binary: this one, or --worker-bin
+  bool stop_on_violation = false;   // stop starting trials after the first invalid one
+  std::string invocation;           // how to spell the binary in reproduce commands
+  std::string reproduce_flags;      // run flags a reproduce command must repeat
+};
+
+// Loads and validates scenarios (invariants, fault kinds, injector params).
+// On error returns false with "file:line: message" in *err.
+bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenario>* out, std::string* err);
+
+// The facts checkers need, from a scenario.
+TrialMeta meta_for(const Scenario& s, std::uint64_t seed);
+
+// Checks a finished trial dir (history.jsonl) against the scenario.
+TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial, std::uint64_t run_seed,
+                            std::uint64_t seed);
+
+RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt);
+
+}  // namespace harness

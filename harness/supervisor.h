@@ -1,0 +1,36 @@
+// The trial supervisor: a forked child of the harness that owns one trial.
+//
+// Process contract:
+// - It makes the trial's world: a private mount namespace with its own tmpfs
+//   /dev/shm (when permitted; otherwise a unique shm name root the native
+//   subject honours) and a lock dir in the trial dir, its own process group,
+//   and itself a child subreaper, so every descendant of the trial (workers,
+//   their resource trackers, forgotten grandchildren) is reaped here.
+// - It dies with the harness (PR_SET_PDEATHSIG), and its workers die with it;
+//   so a harness killed by SIGKILL leaves no worker alive and, with a mount
+//   namespace, no segment either (the tmpfs vanishes with its last process).
+// - It is the only reaper of the trial. It carries out the plan's actions at
+//   their times, logs every fault and exit to history.jsonl, kills everything at
+//   the trial timeout, SIGCONTs every worker before teardown (the heal), runs the
+//   cleanup step, waits for stragglers, then audits for leftovers and orphans.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "plan.h"
+
+namespace harness {
+
+struct SupervisorConfig {
+  std::string exe;        // this binary: workers are `exe worker`
+  std::string trial_dir;  // exists; history.jsonl and rank-*/ go here
+  bool allow_mount_ns = true;
+  std::string fallback_root;  // shm root when no mount namespace: unique per trial
+};
+
+// Forks the supervisor; returns its pid (-1 on fork failure). The child never returns.
+pid_t start_supervisor(const TrialPlan& plan, const SupervisorConfig& cfg);
+
+}  // namespace harness

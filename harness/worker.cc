@@ -1,0 +1,282 @@
+#include "worker.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "events.h"
+#include "shmcoord/barrier.h"
+#include "shmcoord/cleanup.h"
+#include "shmcoord/failpoint.h"
+#include "shmcoord/registry.h"
+#include "shmcoord/tracker.h"
+
+#ifdef SHMCOORD_FAILPOINTS
+#include <fiu-control.h>
+#include <fiu.h>
+#endif
+
+namespace harness {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string env_or(const char* k, const std::string& def = "") {
+  const char* v = std::getenv(k);
+  return v ? std::string(v) : def;
+}
+
+int env_int(const char* k, int def) {
+  const char* v = std::getenv(k);
+  return v && *v ? std::atoi(v) : def;
+}
+
+// The event log and identity, reachable from the failpoint observer.
+struct Ctx {
+  EventLog log;
+  int job = -1, rank = -1, local_rank = -1;
+  std::int64_t next_id = 0;
+
+  Json base(const char* type) const {
+    return Json{{"type", type}, {"pid", static_cast<int>(::getpid())}, {"job", job}, {"rank", rank}, {"local_rank", local_rank}};
+  }
+};
+Ctx* g_ctx = nullptr;
+
+void on_crash_point(const char* point, std::uint64_t hit) {
+  if (!g_ctx) return;
+  Json e = g_ctx->base("point");
+  e["name"] = point;
+  e["hit"] = hit;
+  g_ctx->log.emit(std::move(e));
+}
+
+class Op {
+ public:
+  Op(Ctx& c, const char* name, Json args = Json::object()) : c_(c), name_(name), id_(++c.next_id) {
+    Json e = c_.base("invoke");
+    e["op"] = name_;
+    e["id"] = id_;
+    e["args"] = std::move(args);
+    c_.log.emit(std::move(e));
+  }
+  void ok(Json value = Json::object()) {
+    Json e = c_.base("ok");
+    e["op"] = name_;
+    e["id"] = id_;
+    e["value"] = std::move(value);
+    c_.log.emit(std::move(e));
+  }
+  void fail(const shmcoord::Error& err) {
+    Json e = c_.base("fail");
+    e["op"] = name_;
+    e["id"] = id_;
+    e["error"] = {{"code", std::string(shmcoord::code_name(err.code))}, {"message", err.message}, {"errno", err.sys_errno}};
+    c_.log.emit(std::move(e));
+  }
+
+ private:
+  Ctx& c_;
+  const char* name_;
+  std::int64_t id_;
+};
+
+void sleep_range(std::mt19937_64& rng, const Json& r) {
+  if (!r.is_array() || r.size() != 2) return;
+  std::int64_t lo = r[0].get<std::int64_t>(), hi = r[1].get<std::int64_t>();
+  std::int64_t ms = hi > lo ? std::uniform_int_distribution<std::int64_t>(lo, hi)(rng) : lo;
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+int count_fds() {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) ++n;
+  return n - 1;  // the iterator's own fd
+}
+
+Json clean_value(const shmcoord::CleanReport& r) {
+  Json v = {{"removed", Json::array()}, {"kept", Json::array()}, {"skipped", Json::array()}};
+  for (const auto& e : r.removed) v["removed"].push_back(e.name);
+  for (const auto& e : r.kept) v["kept"].push_back(e.name);
+  for (const auto& e : r.skipped) v["skipped"].push_back(e.name);
+  return v;
+}
+
+bool run_clean(Ctx& c, const shmcoord::Namespace& ns) {
+  Op op(c, "clean");
+  auto r = shmcoord::clean_stale(ns);
+  if (!r) {
+    op.fail(r.error());
+    return false;
+  }
+  op.ok(clean_value(*r));
+  return true;
+}
+
+int run() {
+  Ctx c;
+  c.log = EventLog(env_or("SHMSTRESS_EVENTS", "/dev/null"));
+  if (!c.log.ok()) return 2;
+  g_ctx = &c;
+  c.job = env_int("SHMSTRESS_JOB", -1);
+  c.rank = env_int("SHMSTRESS_RANK", -1);
+  c.local_rank = env_int("SHMSTRESS_LOCAL_RANK", c.rank);
+  shmcoord::failpoint::set_observer(&on_crash_point);
+#ifdef SHMCOORD_FAILPOINTS
+  if (std::string fiu = env_or("SHMSTRESS_FIU_ENABLE"); !fiu.empty()) {
+    fiu_init(0);
+    for (std::size_t start = 0; start <= fiu.size();) {
+      std::size_t comma = fiu.find(',', start);
+      std::string point = fiu.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!point.empty()) fiu_enable(point.c_str(), 1, nullptr, 0);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+#endif
+  shmcoord::Namespace ns;
+  ns.root = env_or("SHMSTRESS_ROOT", "shmstress.");
+  ns.lock_dir = env_or("SHMSTRESS_LOCK_DIR", "/tmp");
+  std::mt19937_64 rng(std::stoull(env_or("SHMSTRESS_SEED", "1")));
+
+  if (env_or("SHMSTRESS_ROLE") == "cleanup") return run_clean(c, ns) ? 0 : 1;
+
+  Json ops = Json::parse(env_or("SHMSTRESS_OPS", "{}"), nullptr, false);
+  Json dirs = Json::parse(env_or("SHMSTRESS_DIRS", "[]"), nullptr, false);
+  if (ops.is_discarded() || dirs.is_discarded()) return 2;
+  auto tracker = shmcoord::ResourceTracker::start(ns);  // as a careful user would
+
+  sleep_range(rng, ops.value("start_jitter_ms", Json()));
+  bool all_ok = true;
+  if (ops.value("clean_before", false)) all_ok &= run_clean(c, ns);
+
+  std::optional<shmcoord::Lease> lease;
+  std::optional<shmcoord::Registry> reg;
+  if (all_ok && ops.value("acquire", true)) {
+    shmcoord::JobSpec spec;
+    spec.job_key = env_or("SHMSTRESS_JOB_KEY", shmcoord::default_job_key());
+    spec.local_rank = c.local_rank;
+    spec.local_world_size = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
+    spec.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_ACQUIRE_TIMEOUT_MS", 5000));
+    for (const auto& d : dirs) spec.dirs.push_back({d.value("path", ""), d.value("remote", false)});
+    Op op(c, "acquire", {{"local_world_size", spec.local_world_size}});
+    auto r = shmcoord::Registry::open(ns, true, spec.timeout);
+    auto l = r ? r->acquire(spec) : std::unexpected(r.error());
+    if (l) {
+      // What exists under the prefix as it is granted: checkers use it to see
+      // that a dead job's resources were gone before the prefix was reused.
+      Json present = Json::array();
+      std::string stem = ns.root + shmcoord::Namespace::prefix_suffix(l->prefix, "");
+      std::error_code ec;
+      for (const auto& dir : {std::filesystem::path(shmcoord::kShmDir), ns.lock_dir}) {
+        for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+          std::string n = it->path().filename().string();
+          if (n.rfind(stem, 0) == 0) present.push_back(dir == ns.lock_dir ? it->path().string() : "/" + n);
+        }
+      }
+      op.ok({{"prefix", l->prefix}, {"present", present}});
+      lease = *l;
+      reg.emplace(std::move(*r));
+      Json f = c.base("fds");
+      f["count"] = count_fds();
+      c.log.emit(std::move(f));
+    } else {
+      op.fail(l.error());
+      all_ok = false;
+    }
+  }
+
+  if (lease && c.local_rank == 0) {
+    for (const auto& kind : ops.value("segments", Json::array())) {
+      std::string name = ns.shm_name(shmcoord::Namespace::prefix_suffix(lease->prefix, kind.get<std::string>()));
+      Op op(c, "segment", {{"name", name}});
+      int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+      if (fd < 0 || ::ftruncate(fd, 4096) < 0) {
+        op.fail(shmcoord::sys_error("shm_open+ftruncate", name, errno));
+        all_ok = false;
+      } else {
+        op.ok({{"name", name}});
+      }
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  int rounds = ops.value("rounds", 0);
+  if (lease && all_ok && rounds > 0) {
+    shmcoord::BarrierOptions bo;
+    bo.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_BARRIER_TIMEOUT_MS", 3000));
+    int n = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
+    std::optional<shmcoord::Barrier> barrier;
+    {
+      Op op(c, "barrier_attach", {{"num_procs", n}});
+      auto b = shmcoord::Barrier::attach(ns, shmcoord::Namespace::prefix_suffix(lease->prefix, "barrier"), n, bo);
+      if (b) {
+        op.ok();
+        barrier.emplace(std::move(*b));
+      } else {
+        op.fail(b.error());
+        all_ok = false;
+      }
+    }
+    for (int k = 0; barrier && all_ok && k < rounds; ++k) {
+      sleep_range(rng, ops.value("round_jitter_ms", Json()));
+      Op op(c, "barrier", {{"round", k}});
+      auto g = barrier->wait();
+      if (g) {
+        op.ok({{"round", *g}});
+      } else {
+        op.fail(g.error());
+        all_ok = false;
+      }
+    }
+    if (barrier) {
+      Op op(c, "barrier_detach");
+      auto d = barrier->detach();
+      if (d) {
+        op.ok();
+      } else {
+        op.fail(d.error());
+      }
+    }
+  }
+
+  if (lease) {
+    sleep_range(rng, ops.value("hold_ms", Json()));
+    if (ops.value("release", true)) {
+      Op op(c, "release", {{"prefix", lease->prefix}});
+      auto r = reg->release(*lease);
+      if (r) {
+        op.ok();
+      } else {
+        op.fail(r.error());
+        all_ok = false;
+      }
+    }
+  }
+  if (ops.value("clean_after", false)) all_ok &= run_clean(c, ns);
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int worker_main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shmstress worker: uncaught exception: %s\n", e.what());
+    return 70;
+  } catch (...) {
+    std::fprintf(stderr, "shmstress worker: uncaught exception\n");
+    return 70;
+  }
+}
+
+}  // namespace harness
