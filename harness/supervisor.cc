@@ -105,15 +105,22 @@ class Supervisor {
     root_ = cfg_.fallback_root;
   }
 
-  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label) {
-    std::map<std::string, std::string> env;
+  // The environment every worker starts from: ours, minus injection knobs,
+  // plus where the trial lives. Built once per trial.
+  const std::map<std::string, std::string>& base_env() {
+    if (!base_env_.empty()) return base_env_;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
       auto eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      if (eq != std::string::npos) base_env_[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
-    env.erase("SHMCOORD_CRASH_AT");
-    env.erase("FIU_ENABLE");
+    base_env_.erase("SHMCOORD_CRASH_AT");
+    base_env_.erase("FIU_ENABLE");
+    return base_env_;
+  }
+
+  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label) {
+    std::map<std::string, std::string> env = base_env();
     for (const auto& [k, v] : extra) env[k] = v;
     env["SHMSTRESS_EVENTS"] = cfg_.trial_dir + "/history.jsonl";
     env["SHMSTRESS_ROOT"] = root_;
@@ -275,16 +282,24 @@ class Supervisor {
     return out;
   }
 
+  // As subreaper every descendant of the trial is our child: one waitpid says
+  // whether any is left, without scanning /proc.
+  static bool has_children() {
+    siginfo_t si{};
+    return ::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+  }
+
   void audit() {
     // Stragglers (resource trackers of killed workers) get a moment to finish.
     std::int64_t until = mono_ns() + 1'000'000'000LL;
-    while (!descendants().empty() && mono_ns() < until) {
+    while (has_children() && mono_ns() < until) {
       reap();
+      if (!has_children()) break;
       wait_chld(mono_ns() + 20'000'000);
     }
     reap();
     Json orphans = Json::array();
-    for (pid_t p : descendants()) {
+    for (pid_t p : has_children() ? descendants() : std::vector<pid_t>{}) {
       orphans.push_back(p);
       ::kill(p, SIGKILL);
     }
@@ -313,6 +328,7 @@ class Supervisor {
   EventLog log_;
   std::string isolation_, root_, lock_dir_;
   std::map<pid_t, Worker> workers_;
+  std::map<std::string, std::string> base_env_;
   std::int64_t start_ = 0;
   bool timed_out_ = false;
   pid_t cleanup_pid_ = -1;
