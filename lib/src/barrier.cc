@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "names.h"
 #include "records.h"
 #include "robust_mutex.h"
 #include "segment.h"
@@ -259,7 +260,10 @@ Status Barrier::detach() {
   if (last) {
     auto lock = InitLock::acquire(I.ns, Deadline::after(std::chrono::milliseconds(2000)));
     if (!lock) return std::unexpected(lock.error());
-    return I.seg.unlink_if_same("shm/barrier/unlink");
+    auto r = I.seg.unlink_if_same("shm/barrier/unlink");
+    // Nothing of the namespace left: the init lock goes too (safe while we hold it).
+    if (r && list_owned(I.ns).empty()) (void)lock->unlink_held();
+    return r;
   }
   return {};
 }

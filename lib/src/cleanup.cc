@@ -76,7 +76,7 @@ Result<CleanReport> clean_stale(const Namespace& ns, std::chrono::milliseconds t
   if (auto v = ns.validate(); !v) return std::unexpected(v.error());
   const Deadline d = Deadline::after(timeout);
   CleanReport rep;
-  const bool init_lock_existed = std::filesystem::exists(ns.lock_path("init.lock"));
+  const bool init_lock_existed = shm_inode(ns.shm_name("init.lock")) != 0;
   auto init = InitLock::acquire(ns, d);
   if (!init) return std::unexpected(init.error());
 

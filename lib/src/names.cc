@@ -28,7 +28,7 @@ std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns) {
     for (const auto& n : *names) {
       if (n.rfind(ns.root, 0) != 0) continue;
       std::string_view suffix = std::string_view(n).substr(ns.root.size());
-      if (is_lock && suffix == "init.lock") continue;
+      if (!is_lock && suffix == "init.lock") continue;
       struct stat st{};
       std::string full = dir + "/" + n;
       if (::lstat(full.c_str(), &st) < 0) continue;

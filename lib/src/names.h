@@ -24,7 +24,7 @@ struct OwnedEntry {
 int parse_prefix(std::string_view suffix);
 
 // Every shm segment and lock file under the namespace root, grouped by prefix
-// (-1 for names that carry none). Lock dir entries exclude the init lock.
+// (-1 for names that carry none). The init lock (a shm object) is not listed.
 std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns);
 
 // Removes one entry if it is ours (uid) and, for a lock file, not held by

@@ -389,5 +389,63 @@ TEST_F(RegistryTest, TrackerOfAKilledRankKeepsSegmentsWhileTheJobLivesThenFreesT
   EXPECT_TRUE(snap->empty());
 }
 
+// The original: ranks with different TMPDIR used different lock files and lost
+// mutual exclusion. Our init lock lives in /dev/shm beside the registry.
+TEST_F(RegistryTest, RanksWithDifferentLockDirsStillNeverShareAPrefix) {
+  char tmpl[] = "/tmp/shmct-lock2-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  Namespace other = ns;
+  other.lock_dir = tmpl;
+  for (int i = 0; i < 50; ++i) {
+    ::shm_unlink(ns.shm_name("registry").c_str());  // every round races on creating it
+    testing::ShmTest::Gate hold;
+    std::vector<testing::ChildProc*> kids;
+    for (int j = 0; j < 2; ++j) {
+      kids.push_back(&fork_child([&, i, j](int out) {
+        auto reg = Registry::open(j == 0 ? ns : other);
+        auto l = reg ? reg->acquire(job("t" + std::to_string(i) + "-" + std::to_string(j), 0, 1)) : std::unexpected(reg.error());
+        report(out, l ? std::to_string(l->prefix) : l.error().to_string());
+        hold.wait_go();
+        return 0;
+      }));
+    }
+    std::string a = read_line(*kids[0]), b = read_line(*kids[1]);
+    hold.open_all();
+    for (auto* k : kids) wait_child(*k);
+    ASSERT_NE(a, b) << "iteration " << i;
+    ASSERT_TRUE(a == "0" || a == "1") << a;
+    children_.clear();
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+// The original skipped any prefix with a lock file before checking for
+// conflicts, so a live job that had used its barrier became invisible.
+TEST_F(RegistryTest, LockFilesNeverHideALiveJobFromTheConflictCheck) {
+  auto reg = Registry::open(ns);
+  auto a = reg->acquire(job("a", 0, 1, {{"/data/x", true}}));
+  ASSERT_TRUE(a);
+  ::close(::open(ns.lock_path(Namespace::prefix_suffix(a->prefix, "barrier_filelock")).c_str(), O_CREAT | O_WRONLY, 0600));
+  auto b = reg->acquire(job("b", 0, 1, {{"/data/x", true}}));
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().code, Code::kInUse);
+}
+
+// The original's walk stopped at the first gap and missed a live job above it.
+TEST_F(RegistryTest, ALiveJobAboveAGapIsStillSeenByTheConflictCheck) {
+  auto reg = Registry::open(ns);
+  auto a = reg->acquire(job("a", 0, 1));
+  auto b = reg->acquire(job("b", 0, 1));
+  auto c = reg->acquire(job("c", 0, 1, {{"/data/high", true}}));
+  ASSERT_TRUE(a && b && c);
+  ASSERT_EQ(c->prefix, 2);
+  ASSERT_TRUE(reg->release(*a));
+  ASSERT_TRUE(reg->release(*b));  // prefixes 0 and 1 are now a gap below job c
+  auto d = reg->acquire(job("d", 0, 1, {{"/data/high", true}}));
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().code, Code::kInUse);
+  EXPECT_NE(d.error().message.find("prefix 2"), std::string::npos) << d.error().message;
+}
+
 }  // namespace
 }  // namespace shmcoord

@@ -38,16 +38,16 @@ ino_t shm_inode(const std::string& shm_name) {
 
 Result<InitLock> InitLock::try_acquire(const Namespace& ns) {
   InitLock l;
-  l.path_ = ns.lock_path(kInitSuffix).string();
+  l.path_ = ns.shm_name(kInitSuffix);
   for (int round = 0; round < 8; ++round) {
-    auto fd = sys::open("lock/init/open", l.path_, O_RDWR | O_CREAT);
+    auto fd = sys::shm_open("lock/init/open", l.path_, O_RDWR | O_CREAT);
     if (!fd) return std::unexpected(fd.error());
     auto locked = sys::flock("lock/init/flock", fd->get(), LOCK_EX | LOCK_NB, l.path_);
     if (!locked) return std::unexpected(locked.error());
-    // The file may have been unlinked (by cleanup) between our open and flock.
-    struct stat mine{}, now{};
+    // The name may have been unlinked (by cleanup) between our open and flock.
+    struct stat mine{};
     ::fstat(fd->get(), &mine);
-    if (::lstat(l.path_.c_str(), &now) == 0 && now.st_ino == mine.st_ino) {
+    if (shm_inode(l.path_) == mine.st_ino) {
       l.fd_ = std::move(*fd);
       return l;
     }
@@ -60,14 +60,14 @@ Result<InitLock> InitLock::acquire(const Namespace& ns, Deadline d) {
     auto l = try_acquire(ns);
     if (l || l.error().code != Code::kInUse) return l;
     if (d.passed()) {
-      return fail(Code::kTimeout, "timed out waiting for init lock " + ns.lock_path(kInitSuffix).string() +
+      return fail(Code::kTimeout, "timed out waiting for init lock " + ns.shm_name(kInitSuffix) +
                                       " (held by a live or stopped process)");
     }
     backoff(attempt, d);
   }
 }
 
-Status InitLock::unlink_held() { return sys::unlink("lock/init/unlink", path_); }
+Status InitLock::unlink_held() { return sys::shm_unlink("lock/init/unlink", path_); }
 
 Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d) {
   const std::string name = ns.shm_name(spec.suffix);

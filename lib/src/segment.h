@@ -2,13 +2,16 @@
 //
 // Creation protocol: a segment is created, sized (fallocate, so ENOSPC is an
 // error here rather than SIGBUS later), initialised and published (magic stored
-// last) only while holding the init lock, a flock on "<lock_dir>/<root>init.lock".
+// last) only while holding the init lock, a flock on the shm object
+// "/<root>init.lock". It lives beside the segments it guards, not in the lock
+// dir, so processes that share /dev/shm share it even when their TMPDIR (and so
+// their default lock dir) differs — the original lost mutual exclusion there.
 // The kernel drops a flock when its holder dies, so a creator killed between
 // create and size leaves a zero-length segment that the next opener, holding the
 // lock, recognises and rebuilds. A segment whose `retired` flag is set is being
 // unlinked: openers go round again.
 //
-// The init lock file may be deleted by cleanup only while cleanup holds it;
+// The init lock may be unlinked by cleanup only while cleanup holds it;
 // lockers re-check that the path still names the inode they locked.
 #pragma once
 
