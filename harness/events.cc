@@ -18,6 +18,15 @@ std::int64_t mono_ns() {
 EventLog::EventLog(const std::string& path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 }
+EventLog EventLog::adopt(int fd) {
+  EventLog l;
+  if (fd >= 0 && ::fcntl(fd, F_GETFL) >= 0 && (::fcntl(fd, F_GETFL) & O_APPEND)) {
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // not for the worker's own children
+    l.fd_ = fd;
+  }
+  return l;
+}
+
 EventLog::EventLog(EventLog&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
 EventLog& EventLog::operator=(EventLog&& o) noexcept {
   if (this != &o) {

@@ -19,6 +19,8 @@ class EventLog {
  public:
   EventLog() = default;
   explicit EventLog(const std::string& path);  // opens O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC
+  // Takes an fd already open for append (inherited from the supervisor).
+  static EventLog adopt(int fd);
   EventLog(EventLog&& o) noexcept;
   EventLog& operator=(EventLog&& o) noexcept;
   ~EventLog();

@@ -1,6 +1,8 @@
 #include "injector.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 namespace harness {
 
@@ -68,6 +70,57 @@ std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rn
   } else {
     *rank = std::uniform_int_distribution<int>(0, nranks - 1)(rng);
   }
+  return std::nullopt;
+}
+
+std::optional<int> errno_param(const std::string& name, Rng& rng) {
+  static const std::pair<const char*, int> kNames[] = {
+      {"EACCES", EACCES}, {"EPERM", EPERM}, {"ENOSPC", ENOSPC}, {"EMFILE", EMFILE}, {"ENFILE", ENFILE},
+      {"EIO", EIO},       {"ENOMEM", ENOMEM}, {"EAGAIN", EAGAIN}, {"EINTR", EINTR}, {"EEXIST", EEXIST},
+      {"ENOENT", ENOENT}};
+  if (name == "random") {
+    static const int kChoices[] = {EACCES, EPERM, EIO};
+    return kChoices[std::uniform_int_distribution<int>(0, 2)(rng)];
+  }
+  for (const auto& [n, v] : kNames) {
+    if (name == n) return v;
+  }
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) return std::atoi(name.c_str());
+  return std::nullopt;
+}
+
+std::optional<std::string> pick_workers(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p,
+                                        std::vector<WorkerPlan*>* out) {
+  out->clear();
+  if (f.params.value("random_rank", false)) {
+    int job, rank;
+    if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
+    for (auto& w : p.workers) {
+      if (w.job == job && w.rank == rank) out->push_back(&w);
+    }
+    return std::nullopt;
+  }
+  int njobs = static_cast<int>(s.jobs.size());
+  int job = -1, rank = -1;
+  if (f.params.contains("job")) {
+    const auto& v = f.params["job"];
+    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= njobs) {
+      return "'job' must be an integer in [0, " + std::to_string(njobs) + ")";
+    }
+    job = v.get<int>();
+  }
+  if (f.params.contains("rank")) {
+    const auto& v = f.params["rank"];
+    int limit = job >= 0 ? s.jobs[job].ranks : 64;
+    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= limit) {
+      return "'rank' must be an integer in [0, " + std::to_string(limit) + ")";
+    }
+    rank = v.get<int>();
+  }
+  for (auto& w : p.workers) {
+    if ((job < 0 || w.job == job) && (rank < 0 || w.rank == rank)) out->push_back(&w);
+  }
+  if (out->empty()) return std::string("no worker matches 'job'/'rank'");
   return std::nullopt;
 }
 

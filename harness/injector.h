@@ -44,6 +44,13 @@ std::optional<std::string> param_range(const FaultSpec& f, const std::string& ke
 std::int64_t pick_ns(Rng& rng, MsRange r);
 // Target (job, rank): from params "job"/"rank" if present, else seeded random. Returns error text.
 std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rng& rng, int* job, int* rank);
+// "EACCES", "EPERM", ... or a number; "random" picks one of EACCES/EPERM/EIO
+// with the rng. nullopt for an unknown name.
+std::optional<int> errno_param(const std::string& name, Rng& rng);
+// The workers a fault aims at: params "job" (else all jobs) and "rank" (else
+// every rank of the chosen jobs); with "random_rank = true" one seeded rank.
+std::optional<std::string> pick_workers(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p,
+                                        std::vector<WorkerPlan*>* out);
 // Checks that params hold only the given keys (besides "kind").
 std::optional<std::string> only_keys(const FaultSpec& f, std::initializer_list<const char*> keys);
 

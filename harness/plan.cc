@@ -33,8 +33,15 @@ nlohmann::json to_json(const TrialPlan& p) {
   j["timeout_ms"] = p.timeout_ns / 1000000;
   j["final_cleanup"] = p.final_cleanup;
   for (const auto& w : p.workers) {
-    j["workers"].push_back({{"job", w.job}, {"rank", w.rank}, {"local_rank", w.local_rank}, {"env", w.env}});
+    j["workers"].push_back({{"job", w.job}, {"rank", w.rank}, {"local_rank", w.local_rank}, {"env", w.env},
+                            {"uid", w.uid}, {"nofile", w.nofile}, {"lock_subdir", w.lock_subdir}});
   }
+  j["seeds"] = nlohmann::json::array();
+  for (const auto& s : p.seeds) {
+    j["seeds"].push_back({{"fault", s.fault}, {"where", s.where}, {"name", s.name}, {"bytes", s.content.size()},
+                          {"size", s.size}, {"uid", s.uid}, {"held_by", s.held_by}, {"foreign", s.foreign}});
+  }
+  j["shm_size"] = p.shm_size;
   j["actions"] = nlohmann::json::array();
   for (const auto& a : p.actions) {
     j["actions"].push_back({{"at_ms", a.at_ns / 1e6},

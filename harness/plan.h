@@ -19,6 +19,29 @@ struct WorkerPlan {
   int rank = 0;        // rank within the job
   int local_rank = 0;
   std::map<std::string, std::string> env;  // SHMSTRESS_* protocol variables + injector additions
+  int uid = -1;        // >= 0: the worker runs as this uid/gid (real EACCES even when we are root)
+  int gid = -1;
+  long nofile = -1;    // >= 0: RLIMIT_NOFILE (EMFILE)
+  std::string lock_subdir;  // non-empty: this worker's lock dir / TMPDIR is <lock dir>/<subdir>
+};
+
+// A file the supervisor creates in the trial's world before the workers start,
+// logged as a fault window that ends at teardown. `protect` marks it as
+// something no cleanup may remove while the window is open (a live lock);
+// `foreign` as another user's (never to be removed, not a leak).
+struct Seed {
+  std::string fault;        // the fault kind it belongs to
+  std::string where = "shm";  // "shm": /dev/shm/<root><name>; "lock": <lock dir>/<root><name>
+  std::string name;         // suffix under the trial's root, e.g. "000003_locals"
+  std::string content;      // bytes written (may be empty: zero-length)
+  std::int64_t size = -1;   // >= 0: ftruncate to this size after writing
+  int uid = -1;             // >= 0: chown to uid:uid
+  // How a lock file is kept held, if at all: "" none, "stopped" (by a
+  // SIGSTOPped helper), "inherited" (through an fd a dead process's forgotten
+  // child inherited).
+  std::string held_by;
+  bool foreign = false;
+  nlohmann::json detail;
 };
 
 // A signal the supervisor sends at a time relative to the trial start, logged
@@ -41,6 +64,8 @@ struct TrialPlan {
   std::uint64_t seed = 0;     // this trial's seed
   std::vector<WorkerPlan> workers;
   std::vector<Action> actions;  // sorted by at_ns before the trial
+  std::vector<Seed> seeds;      // created before the workers start
+  std::string shm_size;         // tmpfs size for the trial's /dev/shm (ENOSPC), default 256m
   std::int64_t timeout_ns = 0;
   bool final_cleanup = true;
 };

@@ -24,12 +24,14 @@ struct TrialResult {
   std::string dir;        // kept for failing trials, else removed
   bool kept = false;
   bool harness_error = false;
+  std::string unavailable;  // the subject could not run: why (the trial is skipped, inconclusive)
   std::string harness_error_text;
   std::map<std::string, int> faults;   // by kind
   std::set<std::string> reached;
   std::string reproduce;
   double seconds = 0;
   std::vector<double> acquire_ms, barrier_ms;  // latencies of ok ops
+  std::vector<double> recovery_ms;  // fault end -> the next successful barrier round
 };
 
 struct RunResult {

@@ -126,6 +126,14 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
       t.harness_error_text += e.value("message", "") + "; ";
     }
   }
+  // A subject that cannot run here (e.g. its package is not installed) says
+  // so: the trial is inconclusive, with the reason — never a silent pass.
+  for (const auto& e : events) {
+    if (e.value("type", "") == "subject" && e.contains("available") && e["available"].is_boolean() &&
+        !e["available"].get<bool>()) {
+      t.unavailable = e.value("reason", std::string("the subject reported itself unavailable"));
+    }
+  }
   bool started = false, ended = false;
   for (const auto& e : events) {
     if (e.value("type", "") == "trial") {
@@ -143,8 +151,29 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
     t.reached.insert(c.reached.begin(), c.reached.end());
   }
   if (t.harness_error) t.verdict = compose(t.verdict, Verdict::kUnknown);
+  if (!t.unavailable.empty()) {
+    t.checks.clear();  // nothing ran: nothing to judge
+    t.verdict = Verdict::kUnknown;
+    t.reached.insert("subject-unavailable");
+  }
+  // Coverage: what the trial reached besides the checkers' states.
   for (const auto& f : h.faults) {
     if (f.end_t == f.start_t || f.end_t > 0) ++t.faults[f.kind];
+    t.reached.insert("fault:" + f.kind);
+  }
+  for (const auto& op : h.ops) {
+    if (op.outcome == Outcome::kFail) t.reached.insert("error:" + op.op + ":" + op.error_code);
+  }
+  // Recovery: from the end of a fault window to the next round that completed.
+  for (const auto& f : h.faults) {
+    if (f.end_t <= 0) continue;
+    std::int64_t next = 0;
+    for (const auto& op : h.ops) {
+      if (op.op == "barrier" && op.outcome == Outcome::kOk && op.complete_t > f.end_t && (next == 0 || op.complete_t < next)) {
+        next = op.complete_t;
+      }
+    }
+    if (next > 0) t.recovery_ms.push_back((next - f.end_t) / 1e6);
   }
   for (const auto& op : h.ops) {
     if (op.outcome != Outcome::kOk) continue;
@@ -286,6 +315,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.exe = opt.exe;
         cfg.trial_dir = dir;
         cfg.allow_mount_ns = opt.allow_mount_ns;
+        cfg.command = opt.subject_command;
+        cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(next) + ".";
         pid_t pid = start_supervisor(plan, cfg);
         if (pid < 0) {
@@ -348,7 +379,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     r.trials.push_back(std::move(t));
     r.elapsed = elapsed();
-    if (by_duration) reports::write_summary(r, r.out_dir + "/summary.json");  // live during a soak
+    if (by_duration) {  // live during a soak
+      reports::write_summary(r, r.out_dir + "/summary.json");
+      if (!opt.metrics_file.empty()) reports::write_metrics_live(r, opt.metrics_file, nullptr);
+    }
     progress(false);
   }
   progress(true);

@@ -21,11 +21,14 @@ struct RunOptions {
   double duration_s = 0;            // > 0: keep going round-robin until then
   int parallel = 0;                 // 0: number of cores
   std::string out_dir;              // default runs/<run-id>
-  std::string subject = "native";
+  std::string subject = "native";   // "native", or "exec:<command>" (see subject_command)
+  std::vector<std::string> subject_command;  // exec subjects: argv of the worker command
+  bool allow_shared_shm = false;
   bool keep_passing = false;
   bool allow_mount_ns = true;
   std::string exe;                  // the worker binary: this one, or --worker-bin
   bool stop_on_violation = false;   // stop starting trials after the first invalid one
+  std::string metrics_file;         // refreshed after every trial of a --duration soak
   std::string invocation;           // how to spell the binary in reproduce commands
   std::string reproduce_flags;      // run flags a reproduce command must repeat
 };

@@ -6,18 +6,17 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <grp.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/process/v2/environment.hpp>
-#include <boost/process/v2/process.hpp>
-#include <boost/process/v2/stdio.hpp>
-// Boost.Process v2 (1.81) needs its environment implementation compiled in exactly one TU.
-#include <boost/process/v2/impl/environment.ipp>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -29,25 +28,48 @@ extern char** environ;
 namespace harness {
 namespace {
 
-namespace bp = boost::process::v2;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-// Runs in the child between fork and exec: die with the supervisor.
-struct DieWithParent {
-  pid_t parent;
-  template <typename Launcher>
-  std::error_code on_exec_setup(Launcher&, const bp::filesystem::path&, const char* const*&) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(111);  // the supervisor died before prctl took effect
-    // The supervisor blocks SIGCHLD and ignores SIGINT; a worker starts with neither.
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGINT, SIG_DFL);
-    return {};
+constexpr int kEventsFd = 3;
+
+// What a worker's process must be before exec: it dies with the supervisor,
+// starts with a clean signal state, writes events on fd 3, has its stdio in
+// its log files, and takes on the injected identity and limits. Runs in the
+// forked child: only async-signal-safe calls.
+// A failure before exec is written (as errno) to `report_fd`, a close-on-exec
+// pipe: the supervisor reads nothing if exec worked.
+[[noreturn]] void exec_worker(pid_t parent, const char* exe, char* const* argv, char* const* envp, int events_fd,
+                              int out_fd, int err_fd, int uid, int gid, long nofile, int report_fd) {
+  auto die = [report_fd](int) {
+    int e = errno;
+    (void)!::write(report_fd, &e, sizeof e);
+    ::_exit(127);
+  };
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) die(111);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGINT, SIG_DFL);
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) die(112);
+  if (events_fd == kEventsFd) {
+    if (::fcntl(kEventsFd, F_SETFD, 0) < 0) die(113);
+  } else if (::dup2(events_fd, kEventsFd) < 0) {  // dup2 clears FD_CLOEXEC on fd 3
+    die(113);
   }
-};
+  // Close every other inherited fd but the report pipe (close-on-exec itself).
+  if (report_fd > kEventsFd + 1) ::syscall(SYS_close_range, kEventsFd + 1, report_fd - 1, 0);
+  ::syscall(SYS_close_range, std::max(kEventsFd, report_fd) + 1, ~0U, 0);
+  if (nofile >= 0) {
+    struct rlimit rl{static_cast<rlim_t>(nofile), static_cast<rlim_t>(nofile)};
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) die(114);
+  }
+  if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0)) die(115);
+  if (uid >= 0 && ::setuid(uid) != 0) die(116);
+  ::execve(exe, argv, envp);
+  die(117);
+}
 
 struct Worker {
   int job = -1, rank = -1;
@@ -63,6 +85,7 @@ class Supervisor {
   int run() {
     log_ = EventLog(cfg_.trial_dir + "/history.jsonl");
     if (!log_.ok()) return 3;
+    ::chmod((cfg_.trial_dir + "/history.jsonl").c_str(), 0666);  // workers may run as another uid
     isolate();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigset_t set;
@@ -73,8 +96,18 @@ class Supervisor {
     start_ = mono_ns();
     log_.emit({{"type", "trial"}, {"phase", "start"}, {"t", start_}, {"isolation", isolation_}, {"root", root_},
                {"scenario", plan_.scenario}, {"trial", plan_.trial}, {"seed", plan_.seed}});
+    if (!cfg_.command.empty() && isolation_ != "mount-namespace" && !cfg_.allow_shared_shm) {
+      // An external subject uses fixed names in /dev/shm and $TMPDIR: without a
+      // private namespace it would meet (and clean up!) the machine's own.
+      log_.emit({{"type", "harness-error"},
+                 {"message", "refusing to run an external subject without a private /dev/shm "
+                             "(no mount namespace here; --allow-shared-shm overrides)"}});
+      log_.emit({{"type", "trial"}, {"phase", "end"}, {"timed_out", false}});
+      return 0;
+    }
+    seed();
     for (const auto& w : plan_.workers) {
-      pid_t pid = spawn(w.env, "job" + std::to_string(w.job) + "-rank" + std::to_string(w.rank));
+      pid_t pid = spawn(w.env, "job" + std::to_string(w.job) + "-rank" + std::to_string(w.rank), &w);
       if (pid > 0) {
         workers_[pid] = Worker{w.job, w.rank};
       } else {
@@ -94,9 +127,11 @@ class Supervisor {
   void isolate() {
     lock_dir_ = cfg_.trial_dir + "/locks";
     fs::create_directories(lock_dir_);
+    ::chmod(lock_dir_.c_str(), 01777);  // like /tmp: workers may run as another uid
     if (cfg_.allow_mount_ns && ::unshare(CLONE_NEWNS) == 0 &&
         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
-        ::mount("shmstress", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777") == 0) {
+        ::mount("shmstress", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+                ("size=" + (plan_.shm_size.empty() ? std::string("256m") : plan_.shm_size) + ",mode=1777").c_str()) == 0) {
       isolation_ = "mount-namespace";
       root_ = "shmstress.";
       return;
@@ -119,30 +154,75 @@ class Supervisor {
     return base_env_;
   }
 
-  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label) {
+  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label, const WorkerPlan* w = nullptr) {
     std::map<std::string, std::string> env = base_env();
     for (const auto& [k, v] : extra) env[k] = v;
+    std::string lock_dir = lock_dir_;
+    if (w && !w->lock_subdir.empty()) {  // misconfiguration: this rank's TMPDIR differs
+      lock_dir += "/" + w->lock_subdir;
+      fs::create_directories(lock_dir);
+      ::chmod(lock_dir.c_str(), 01777);
+    }
     env["SHMSTRESS_EVENTS"] = cfg_.trial_dir + "/history.jsonl";
+    // Also open, as fd 3: a worker running as another uid may not reach the path.
+    env["SHMSTRESS_EVENTS_FD"] = std::to_string(kEventsFd);
     env["SHMSTRESS_ROOT"] = root_;
-    env["SHMSTRESS_LOCK_DIR"] = lock_dir_;
-    env["TMPDIR"] = lock_dir_;  // subjects that put lock files in $TMPDIR stay inside the trial
+    env["SHMSTRESS_LOCK_DIR"] = lock_dir;
+    env["TMPDIR"] = lock_dir;  // subjects that put lock files in $TMPDIR stay inside the trial
     std::vector<std::string> kvs;
     for (const auto& [k, v] : env) kvs.push_back(k + "=" + v);
     fs::path dir = cfg_.trial_dir + "/" + label;
     fs::create_directories(dir);
-    try {
-      boost::asio::io_context ctx;
-      bp::process proc(ctx, cfg_.exe, {"worker"},
-                       bp::process_stdio{nullptr, bp::filesystem::path((dir / "stdout.log").string()),
-                                         bp::filesystem::path((dir / "stderr.log").string())},
-                       bp::process_environment(kvs), DieWithParent{::getpid()});
-      pid_t pid = proc.id();
-      proc.detach();  // this supervisor is the one reaper (waitpid below)
-      return pid;
-    } catch (const std::exception& e) {
-      log_.emit({{"type", "harness-error"}, {"message", std::string("spawn: ") + e.what()}});
+    // Everything the child needs is prepared here: after fork it only makes syscalls.
+    std::vector<char*> envp;
+    for (auto& kv : kvs) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = cfg_.command.empty() ? std::vector<std::string>{cfg_.exe} : cfg_.command;
+    args.push_back("worker");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string exe = args.front();
+    int out = ::open((dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err = ::open((dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0 || err < 0) {
+      log_.emit({{"type", "harness-error"}, {"message", "cannot open the logs of " + label + ": " + std::strerror(errno)}});
+      if (out >= 0) ::close(out);
+      if (err >= 0) ::close(err);
       return -1;
     }
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
+    const pid_t me = ::getpid();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      exec_worker(me, exe.c_str(), argv.data(), envp.data(), log_.fd(), out, err, w ? w->uid : -1, w ? w->gid : -1,
+                  w ? w->nofile : -1, report[1]);
+    }
+    ::close(out);
+    ::close(err);
+    if (report[1] >= 0) ::close(report[1]);
+    if (pid < 0) {
+      log_.emit({{"type", "harness-error"}, {"message", "fork failed for " + label + ": " + std::strerror(errno)}});
+      if (report[0] >= 0) ::close(report[0]);
+      return -1;
+    }
+    int child_errno = 0;
+    ssize_t n = -1;
+    if (report[0] >= 0) {
+      do {
+        n = ::read(report[0], &child_errno, sizeof child_errno);
+      } while (n < 0 && errno == EINTR);
+      ::close(report[0]);
+    }
+    if (n == static_cast<ssize_t>(sizeof child_errno)) {  // never became a worker: the harness failed
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      log_.emit({{"type", "harness-error"},
+                 {"message", "cannot start " + label + " (" + exe + "): " + std::strerror(child_errno)}});
+      return -1;
+    }
+    return pid;  // this supervisor is its one reaper (waitpid below)
   }
 
   bool any_worker_alive() const {
@@ -215,6 +295,10 @@ class Supervisor {
   }
 
   void act(const Action& a) {
+    if (a.job < 0) {  // aimed at the trial's world, not a worker (e.g. a small /dev/shm)
+      log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}});
+      return;
+    }
     pid_t pid = pid_of(a.job, a.rank);
     if (pid <= 0) return;  // the target already exited: nothing happened, nothing to log
     if (a.signal == SIGKILL) workers_[pid].killed_by_harness = true;
@@ -223,8 +307,93 @@ class Supervisor {
                {"pid", pid}, {"signal", a.signal}, {"detail", a.detail}});
   }
 
+  // The trial's seeded files and the helpers that hold lock files, each a
+  // fault window from now until the heal.
+  void seed() {
+    for (const Seed& sd : plan_.seeds) {
+      std::string path = sd.where == "lock" ? lock_dir_ + "/" + root_ + sd.name : "/dev/shm/" + root_ + sd.name;
+      std::string logged = sd.where == "lock" ? path : "/" + root_ + sd.name;
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+      if (fd < 0) {
+        log_.emit({{"type", "harness-error"}, {"message", "cannot seed " + path + ": " + std::strerror(errno)}});
+        continue;
+      }
+      if (!sd.content.empty()) (void)!::write(fd, sd.content.data(), sd.content.size());
+      if (sd.size >= 0) (void)!::ftruncate(fd, sd.size);
+      if (sd.uid >= 0) (void)!::fchown(fd, sd.uid, sd.uid);
+      ::close(fd);
+      Json detail = sd.detail.is_object() ? sd.detail : Json::object();
+      detail[sd.where == "lock" ? "path" : "name"] = logged;
+      if (sd.foreign) detail["foreign"] = true;
+      if (!sd.held_by.empty()) {
+        pid_t holder = hold_lock(path, sd.held_by == "inherited");
+        if (holder <= 0) continue;
+        helpers_.push_back(holder);
+        detail["held_by"] = sd.held_by;
+        detail["holder_pid"] = holder;
+        detail["protect"] = true;  // no cleanup may remove it while it is held
+      }
+      log_.emit({{"type", "fault"}, {"kind", sd.fault}, {"phase", "start"}, {"job", -1}, {"rank", -1}, {"detail", detail}});
+      seeded_.push_back({sd.fault, detail});
+    }
+  }
+
+  // A process that holds `path` with flock: stopped, or (inherited) a
+  // forgotten child of a process that has since died, holding its fd.
+  pid_t hold_lock(const std::string& path, bool inherited) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return -1;
+    const pid_t supervisor = ::getpid();
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      int fd = ::open(path.c_str(), O_RDWR);
+      if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+      if (inherited) {
+        pid_t grandchild = ::fork();
+        if (grandchild == 0) {
+          // Outlive its parent (that is the point), but not the supervisor: once
+          // reparented to it (we are its subreaper), die with it.
+          while (::getppid() != supervisor) {
+            if (::getppid() == 1) ::_exit(0);
+            ::usleep(1000);
+          }
+          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+          if (::getppid() != supervisor) ::_exit(0);
+          for (;;) ::pause();
+        }
+        (void)!::write(p[1], &grandchild, sizeof grandchild);
+        ::_exit(0);  // the "dead rank": its child keeps the lock through the inherited fd
+      }
+      pid_t me = ::getpid();
+      (void)!::write(p[1], &me, sizeof me);
+      ::raise(SIGSTOP);
+      for (;;) ::pause();
+    }
+    ::close(p[1]);
+    pid_t holder = -1;
+    if (::read(p[0], &holder, sizeof holder) != sizeof holder) holder = -1;
+    ::close(p[0]);
+    return holder;
+  }
+
   // The heal: every stopped worker continues; on timeout every worker is killed.
   void heal_and_teardown(bool) {
+    for (pid_t h : helpers_) {
+      ::kill(h, SIGKILL);
+      ::kill(h, SIGCONT);
+    }
+    // Their locks are released only once they are dead: wait, so the cleanup
+    // step that follows does not find them still held.
+    for (pid_t h : helpers_) {
+      while (::waitpid(h, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    helpers_.clear();
+    for (const auto& [kind, detail] : seeded_) {
+      log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", detail}});
+    }
+    seeded_.clear();
     for (auto& [pid, w] : workers_) {
       if (w.alive) ::kill(pid, SIGCONT);
     }
@@ -329,6 +498,8 @@ class Supervisor {
   std::string isolation_, root_, lock_dir_;
   std::map<pid_t, Worker> workers_;
   std::map<std::string, std::string> base_env_;
+  std::vector<pid_t> helpers_;                         // fault helpers holding lock files
+  std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows
   std::int64_t start_ = 0;
   bool timed_out_ = false;
   pid_t cleanup_pid_ = -1;

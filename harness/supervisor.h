@@ -7,6 +7,9 @@
 //   and itself a child subreaper, so every descendant of the trial (workers,
 //   their resource trackers, forgotten grandchildren) is reaped here.
 // - It dies with the harness (PR_SET_PDEATHSIG), and its workers die with it;
+//   workers are started with fork + execve (not Boost.Process v2: in Boost
+//   1.81 its environment and launcher initialisers corrupted memory here once
+//   the environment grew; see exec_worker for what a worker is set up with);
 //   so a harness killed by SIGKILL leaves no worker alive and, with a mount
 //   namespace, no segment either (the tmpfs vanishes with its last process).
 // - It is the only reaper of the trial. It carries out the plan's actions at
@@ -18,6 +21,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "plan.h"
 
@@ -25,6 +29,11 @@ namespace harness {
 
 struct SupervisorConfig {
   std::string exe;        // this binary: workers are `exe worker`
+  // An external subject: workers are `command... worker` instead (argv, no
+  // shell). It uses fixed names in /dev/shm and $TMPDIR, so it only runs in a
+  // private mount namespace unless allow_shared_shm.
+  std::vector<std::string> command;
+  bool allow_shared_shm = false;
   std::string trial_dir;  // exists; history.jsonl and rank-*/ go here
   bool allow_mount_ns = true;
   std::string fallback_root;  // shm root when no mount namespace: unique per trial

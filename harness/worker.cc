@@ -123,7 +123,8 @@ bool run_clean(Ctx& c, const shmcoord::Namespace& ns) {
 
 int run() {
   Ctx c;
-  c.log = EventLog(env_or("SHMSTRESS_EVENTS", "/dev/null"));
+  c.log = EventLog::adopt(env_int("SHMSTRESS_EVENTS_FD", -1));
+  if (!c.log.ok()) c.log = EventLog(env_or("SHMSTRESS_EVENTS", "/dev/null"));
   if (!c.log.ok()) return 2;
   g_ctx = &c;
   c.job = env_int("SHMSTRESS_JOB", -1);
@@ -135,8 +136,25 @@ int run() {
     fiu_init(0);
     for (std::size_t start = 0; start <= fiu.size();) {
       std::size_t comma = fiu.find(',', start);
-      std::string point = fiu.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!point.empty()) fiu_enable(point.c_str(), 1, nullptr, 0);
+      // "point[=errno][@probability]"
+      std::string spec = fiu.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      double probability = 1;
+      if (auto at = spec.find('@'); at != std::string::npos) {
+        probability = std::atof(spec.c_str() + at + 1);
+        spec.resize(at);
+      }
+      void* failinfo = nullptr;
+      if (auto eq = spec.find('='); eq != std::string::npos) {
+        failinfo = reinterpret_cast<void*>(static_cast<std::intptr_t>(std::atoi(spec.c_str() + eq + 1)));
+        spec.resize(eq);
+      }
+      if (!spec.empty()) {
+        if (probability < 1) {
+          fiu_enable_random(spec.c_str(), 1, failinfo, 0, probability);
+        } else {
+          fiu_enable(spec.c_str(), 1, failinfo, 0);
+        }
+      }
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
@@ -155,6 +173,9 @@ int run() {
   auto tracker = shmcoord::ResourceTracker::start(ns);  // as a careful user would
 
   sleep_range(rng, ops.value("start_jitter_ms", Json()));
+  if (int late = env_int("SHMSTRESS_START_DELAY_MS", 0); late > 0) {  // a late joiner
+    std::this_thread::sleep_for(std::chrono::milliseconds(late));
+  }
   bool all_ok = true;
   if (ops.value("clean_before", false)) all_ok &= run_clean(c, ns);
 
@@ -211,9 +232,13 @@ int run() {
 
   int rounds = ops.value("rounds", 0);
   if (lease && all_ok && rounds > 0) {
+    if (int late = env_int("SHMSTRESS_ATTACH_DELAY_MS", 0); late > 0) {  // a late barrier joiner
+      std::this_thread::sleep_for(std::chrono::milliseconds(late));
+    }
     shmcoord::BarrierOptions bo;
     bo.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_BARRIER_TIMEOUT_MS", 3000));
-    int n = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
+    // Misconfiguration: a rank may be told a different process count.
+    int n = env_int("SHMSTRESS_BARRIER_PROCS", env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0));
     std::optional<shmcoord::Barrier> barrier;
     {
       Op op(c, "barrier_attach", {{"num_procs", n}});

@@ -1,34 +1,62 @@
-// sigstop: pause a rank with SIGSTOP for a log-uniform or given duration, then
-// SIGCONT. Params: job, rank, at = "30-60ms", duration = "1ms-2s" (log-uniform
-// over the range). The supervisor SIGCONTs every worker at teardown, so a
-// stopped rank never outlives its window.
+// sigstop: pause ranks with SIGSTOP for a log-uniform time in `duration`
+// (default 1 ms - 2 s), then SIGCONT. With count > 1, that many distinct ranks
+// (of `job` if given) are stopped one by one, 0-`stagger` apart, and resumed in
+// a random order. Params: job, rank, count, at, duration, stagger. The
+// supervisor SIGCONTs every worker at teardown, so no rank stays stopped.
+#include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <set>
 
 #include "injector.h"
 
 namespace harness {
 namespace {
 
+std::int64_t log_uniform_ns(Rng& rng, MsRange dur) {
+  double lo = std::max<double>(1, dur.min.count()), hi = std::max<double>(lo, dur.max.count());
+  return static_cast<std::int64_t>(std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng)) * 1e6);
+}
+
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
-  if (auto e = only_keys(f, {"job", "rank", "at", "duration"})) return e;
-  MsRange at, dur;
+  if (auto e = only_keys(f, {"job", "rank", "count", "at", "duration", "stagger"})) return e;
+  MsRange at, dur, stagger;
   if (auto e = param_range(f, "at", MsRange{Ms(0), Ms(200)}, &at)) return e;
   if (auto e = param_range(f, "duration", MsRange{Ms(1), Ms(2000)}, &dur)) return e;
-  int job, rank;
-  if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
-  std::int64_t start = pick_ns(rng, at);
-  double lo = std::max<double>(1, dur.min.count()), hi = std::max<double>(lo, dur.max.count());
-  double ms = std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng));
-  std::int64_t len = static_cast<std::int64_t>(ms * 1e6);
-  nlohmann::json detail = {{"duration_ms", len / 1e6}};
-  p.actions.push_back(Action{start, job, rank, SIGSTOP, "sigstop", "start", detail});
-  p.actions.push_back(Action{start + len, job, rank, SIGCONT, "sigstop", "end", detail});
+  if (auto e = param_range(f, "stagger", MsRange{Ms(0), Ms(50)}, &stagger)) return e;
+  int count = f.params.value("count", 1);
+  if (count < 1 || count > 256) return std::string("'count' must be in [1, 256]");
+  std::set<std::pair<int, int>> chosen;
+  for (int tries = 0; static_cast<int>(chosen.size()) < count && tries < 1000; ++tries) {
+    int job, rank;
+    if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
+    chosen.insert({job, rank});
+  }
+  if (static_cast<int>(chosen.size()) < count) return std::string("'count' exceeds the ranks it can choose from");
+  std::vector<std::pair<int, int>> order(chosen.begin(), chosen.end());
+  std::shuffle(order.begin(), order.end(), rng);
+  // Stop one by one...
+  std::int64_t t = pick_ns(rng, at);
+  std::int64_t last_stop = t;
+  for (auto [job, rank] : order) {
+    p.actions.push_back(Action{t, job, rank, SIGSTOP, "sigstop", "start", {{"order", "stop"}}});
+    last_stop = t;
+    t += pick_ns(rng, stagger);
+  }
+  // ...and resume in a random order, each after its own log-uniform pause.
+  std::shuffle(order.begin(), order.end(), rng);
+  std::int64_t resume = last_stop;
+  for (auto [job, rank] : order) {
+    resume += log_uniform_ns(rng, dur) / static_cast<std::int64_t>(order.size());
+    p.actions.push_back(Action{resume, job, rank, SIGCONT, "sigstop", "end", {{"order", "resume"}}});
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
-SHMSTRESS_REGISTER_INJECTOR("sigstop", "pause a rank (SIGSTOP) for a log-uniform 1 ms - 2 s, then SIGCONT", plan);
+SHMSTRESS_REGISTER_INJECTOR("sigstop",
+                            "pause ranks (SIGSTOP) for a log-uniform 1 ms - 2 s, one by one, resumed in random order",
+                            plan);
 
 }  // namespace harness

@@ -72,6 +72,11 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   for (const auto& t : r.trials) {
     if (t.harness_error) std::fprintf(out, "\nharness error in %s trial %d: %s\n", t.scenario.c_str(), t.trial, t.harness_error_text.c_str());
   }
+  std::map<std::string, std::string> skipped;
+  for (const auto& t : r.trials) {
+    if (!t.unavailable.empty()) skipped[t.scenario] = t.unavailable;
+  }
+  for (const auto& [s, why] : skipped) std::fprintf(out, "\nskipped %s: subject not available: %s\n", s.c_str(), why.c_str());
   for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", m.c_str());
   std::fprintf(out, "\n%zu trials in %.1fs, verdict %s%s\n", r.trials.size(), r.elapsed, harness::verdict_name(r.verdict()),
                r.interrupted ? " (interrupted)" : "");

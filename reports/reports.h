@@ -2,10 +2,15 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/history.h"
 #include "harness/results.h"
 
 namespace reports {
@@ -23,5 +28,84 @@ struct Progress {
 };
 void console_progress(std::FILE* out, const Progress& p, bool tty, bool color);
 void console_summary(std::FILE* out, const harness::RunResult& r, bool color);
+
+// --- files.cc ---------------------------------------------------------------
+// Writes `text` to `path` so that a reader (node_exporter, a CI plugin, a
+// browser) sees either the old file or the whole new one, never a torn one:
+// a temp file in the same directory, fsync, chmod 0644, rename. On failure
+// returns false with a message in *err and leaves no temp file behind.
+bool write_file_atomic(const std::string& path, const std::string& text, std::string* err);
+
+// --- junit.cc: JUnit XML (docs/reports.md) ------------------------------------
+// One <testsuite> per scenario, one <testcase> per (scenario, invariant):
+// invalid -> <failure>, unknown -> <skipped> (inconclusive), a harness error in
+// a scenario's trials -> an extra testcase "harness" with <error>, and a
+// testcase "expect_reached" for scenarios that name states they must reach.
+// Valid for tests/junit/junit.xsd (a subset of Jenkins' junit-10.xsd).
+std::string junit_xml(const harness::RunResult& r);
+// Text as XML character data (attribute = false) or an attribute value
+// (attribute = true: also quotes and line breaks as character references).
+// Characters XML 1.0 forbids and invalid UTF-8 become U+FFFD, so the output
+// parses whatever bytes a worker wrote into an error message.
+std::string xml_escape(std::string_view s, bool attribute);
+
+// --- prometheus.cc: textfile for node_exporter (docs/reports.md) -------------
+struct MetricsOptions {
+  double now_s = 0;  // Unix time of the write: shmstress_last_run_timestamp_seconds
+  // The run's exit code: shmstress_last_success_timestamp_seconds = now_s only if 0.
+  int exit_code = 0;
+  // A live write during a soak: no exit code yet, and neither timestamp moves.
+  bool in_progress = false;
+  // What the file being replaced said. A run that has not finished (or not
+  // succeeded) repeats them, so the series keep meaning "when did a run last
+  // finish / succeed" instead of vanishing.
+  std::optional<double> previous_run, previous_success;
+};
+std::string metrics_text(const harness::RunResult& r, const MetricsOptions& o);
+// Histogram buckets (seconds) of the acquire and barrier latency histograms.
+const std::vector<double>& latency_buckets_s();
+// The value of `name{subject="..."}` in an existing textfile, if it has one.
+std::optional<double> read_metric(const std::string& path, const std::string& name,
+                                  const std::string& subject);
+// The end of a run: metrics_text with now = the wall clock, carrying the
+// previous timestamps over from `path`, written with write_file_atomic.
+bool write_metrics(const harness::RunResult& r, const std::string& path, int exit_code,
+                   std::string* err);
+// The same while the run goes on (shmstress_run_in_progress 1): safe to call
+// after every trial of a soak, as summary.json is.
+bool write_metrics_live(const harness::RunResult& r, const std::string& path, std::string* err);
+
+// --- timeline.cc: Chrome trace event JSON of one trial (docs/reports.md) -----
+// One thread per (job, rank), a "faults" track, ops as "X" events. Ops of a
+// worker that a problem line names are args.involved; the op the line is about
+// (described, or both its times cited) is args.violation with cname
+// "terrible", other ops whose times it cites are args.cited.
+nlohmann::json timeline_trace(const harness::History& h, const harness::TrialResult& t);
+// --- timeline_html.cc: the same trace as a self-contained page -----------------
+// Inline CSS and JS only (no network): one lane per rank, faults shaded, the
+// violating spans outlined, tooltips on hover.
+std::string timeline_html(const nlohmann::json& trace);
+// Reads <t.dir>/history.jsonl, writes <t.dir>/timeline.json and timeline.html.
+bool write_timeline(const harness::TrialResult& t, const harness::TrialMeta& meta,
+                    std::string* err);
+
+// --- replay.cc: `shmstress replay` tally ---------------------------------------
+struct ReplayTally {
+  std::vector<std::string> targets;    // invariants that failed originally (verdict.json)
+  std::map<std::string, int> failed;   // invariant -> replays in which it was invalid
+  std::map<std::string, int> unknown;  // invariant -> replays in which it was unknown
+  int replays = 0;                     // replays that finished
+  int harness_errors = 0;              // ... of which the harness failed
+  bool reproduced() const;             // some target failed again at least once
+};
+// The invariants a trial's verdict.json says were invalid; if none, the unknown ones.
+std::vector<std::string> replay_targets(const nlohmann::json& verdict);
+// Adds one replay's result (a RunResult of exactly one trial).
+void add_replay(ReplayTally* tally, const harness::RunResult& replay);
+// "  prefix.unique: 7/10" lines, targets first, then other invariants that failed.
+std::string replay_text(const ReplayTally& tally);
+// The value of `flag` (e.g. "--worker-bin") in a reproduce command as run.cc
+// quotes it (POSIX single quotes), if present.
+std::optional<std::string> command_flag(const std::string& command, const std::string& flag);
 
 }  // namespace reports

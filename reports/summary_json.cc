@@ -34,13 +34,14 @@ nlohmann::json summary_json(const harness::RunResult& r) {
   std::map<std::string, int> faults, reached;
   std::map<std::string, std::map<std::string, std::string>> by_scenario;  // scenario -> invariant -> verdict
   std::map<std::string, int> trials_by_scenario;
-  std::vector<double> acq, bar;
+  std::vector<double> acq, bar, rec;
   for (const auto& t : r.trials) {
     ++trials_by_scenario[t.scenario];
     for (const auto& [k, n] : t.faults) faults[k] += n;
     for (const auto& s : t.reached) ++reached[s];
     acq.insert(acq.end(), t.acquire_ms.begin(), t.acquire_ms.end());
     bar.insert(bar.end(), t.barrier_ms.begin(), t.barrier_ms.end());
+    rec.insert(rec.end(), t.recovery_ms.begin(), t.recovery_ms.end());
     for (const auto& c : t.checks) {
       auto& cell = by_scenario[t.scenario][c.invariant];
       if (cell.empty() || harness::compose(harness::Verdict::kValid, c.verdict) > harness::Verdict::kValid) {
@@ -52,6 +53,9 @@ nlohmann::json summary_json(const harness::RunResult& r) {
                           {"reproduce", t.reproduce}, {"problems", c.problems}};
       j[c.verdict == harness::Verdict::kInvalid ? "violations" : "unknown"].push_back(std::move(v));
     }
+    if (!t.unavailable.empty()) {
+      j["skipped"].push_back({{"scenario", t.scenario}, {"trial", t.trial}, {"reason", t.unavailable}});
+    }
     if (t.harness_error) {
       j["harness_errors"].push_back({{"scenario", t.scenario}, {"trial", t.trial}, {"message", t.harness_error_text}, {"trial_dir", t.dir}});
     }
@@ -61,7 +65,7 @@ nlohmann::json summary_json(const harness::RunResult& r) {
   j["missing_reached"] = r.missing_reached();
   j["scenarios"] = nlohmann::json::object();
   for (const auto& [s, inv] : by_scenario) j["scenarios"][s] = {{"trials", trials_by_scenario[s]}, {"invariants", inv}};
-  j["latency_ms"] = {{"acquire", quantiles(acq)}, {"barrier", quantiles(bar)}};
+  j["latency_ms"] = {{"acquire", quantiles(acq)}, {"barrier", quantiles(bar)}, {"recovery", quantiles(rec)}};
   return j;
 }
 

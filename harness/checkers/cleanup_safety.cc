@@ -44,6 +44,22 @@ CheckResult check_cleanup_safety(const History& h) {
     const std::string by =
         fmt::format("cleanup by {} ({} to {})", checks::who(clean), checks::at(h, clean.invoke_t),
                     checks::at(h, clean.complete_t));
+    // A lock a fault's helper held (stopped, or through an inherited fd) is a
+    // live owner's for the whole window: removing it then is unsafe.
+    for (const Fault& f : h.faults) {
+      if (!f.detail.is_object() || !f.detail.value("protect", false)) continue;
+      std::string held = f.detail.value("path", f.detail.value("name", std::string()));
+      if (held.empty() || !checks::overlaps(f.start_t, f.end_t, clean.invoke_t, clean.complete_t + 1)) continue;
+      for (const std::string& name : checks::json_strings(clean.value, "removed")) {
+        if (name == held) {
+          rep.invalid(fmt::format("{} removed {} while it was held by a live process ({})", by, name,
+                                  f.detail.value("held_by", std::string("a live holder"))));
+        }
+      }
+      for (const std::string& name : checks::json_strings(clean.value, "kept")) {
+        if (name == held) rep.reach("cleanup-kept-held-lock");
+      }
+    }
     for (const std::string& name : checks::json_strings(clean.value, "removed")) {
       if (foreign.contains(name)) {
         rep.invalid(fmt::format("{} removed {}, which belongs to another user", by, name));
@@ -82,4 +98,4 @@ SHMSTRESS_REGISTER_CHECKER(
     "cleanup never removes a resource of a live (or stopped) owner, nor another user's",
     harness::check_cleanup_safety,
     {"cleanup-kept-something", "cleanup-while-owner-alive", "cleanup-while-owner-stopped",
-     "cleanup-removed-prefix-entry"});
+     "cleanup-removed-prefix-entry", "cleanup-kept-held-lock"});

@@ -164,7 +164,13 @@ std::set<std::string> foreign_names(const History& h) {
     }
     for (auto& n : json_strings(f.detail, "names")) names.insert(n);
   }
-  return names;
+  // A shm name may be spelled "/x" (shm_open, cleanup reports) or "x" (the
+  // audit's listing of /dev/shm): match both.
+  std::set<std::string> both = names;
+  for (const auto& n : names) {
+    if (n.size() > 1 && n[0] == '/' && n.find('/', 1) == std::string::npos) both.insert(n.substr(1));
+  }
+  return both;
 }
 
 std::string JobHold::pids() const {

@@ -181,7 +181,13 @@ Result<CleanReport> clean_stale(const Namespace& ns, std::chrono::milliseconds t
   } else if (reg) {
     rep.kept.push_back({reg_name, std::to_string(live.size()) + " live prefixes"});
   }
-  if (!registry_present && list_owned(ns).empty()) {
+  // The init lock goes once nothing of ours is left (another user's entries
+  // may stay: they could not open our 0600 lock anyway).
+  bool ours_left = false;
+  for (const auto& [p, entries] : list_owned(ns)) {
+    for (const auto& e : entries) ours_left |= e.uid == ::geteuid();
+  }
+  if (!registry_present && !ours_left) {
     if (init->unlink_held() && init_lock_existed) rep.removed.push_back({init->path(), "nothing left to initialise"});
   }
   return rep;

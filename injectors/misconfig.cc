@@ -1,0 +1,46 @@
+// misconfig: a rank configured unlike its peers. Params: what =
+// "process-count" (the rank tells the barrier `count`, default ranks+1),
+// "late-joiner" (the rank attaches to the barrier `delay` after acquiring,
+// default 200ms), "lock-dir" (the rank's lock dir and TMPDIR differ from its
+// peers'); job, rank (default 0). Missing and wrong local world sizes are job
+// settings in the scenario (local_world_size = "missing" | N).
+#include "injector.h"
+
+namespace harness {
+namespace {
+
+std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
+  if (auto e = only_keys(f, {"what", "job", "rank", "count", "delay"})) return e;
+  std::string what = f.params.value("what", std::string());
+  std::vector<WorkerPlan*> ws;
+  FaultSpec one = f;
+  if (!one.params.contains("rank")) one.params["rank"] = 0;
+  if (!one.params.contains("job")) one.params["job"] = 0;
+  if (auto e = pick_workers(one, s, rng, p, &ws)) return e;
+  nlohmann::json detail = {{"what", what}};
+  for (auto* w : ws) {
+    if (what == "process-count") {
+      int count = f.params.value("count", s.jobs[w->job].ranks + 1);
+      if (count < 1 || count > 64) return std::string("'count' must be in [1, 64]");
+      w->env["SHMSTRESS_BARRIER_PROCS"] = std::to_string(count);
+      detail["count"] = count;
+    } else if (what == "late-joiner") {
+      MsRange d;
+      if (auto e = param_range(f, "delay", MsRange{Ms(200), Ms(200)}, &d)) return e;
+      w->env["SHMSTRESS_ATTACH_DELAY_MS"] = std::to_string(pick_ns(rng, d) / 1000000);
+      detail["delay_ms"] = w->env["SHMSTRESS_ATTACH_DELAY_MS"];
+    } else if (what == "lock-dir") {
+      w->lock_subdir = "elsewhere";
+    } else {
+      return std::string("'what' must be process-count, late-joiner or lock-dir");
+    }
+    p.actions.push_back(Action{0, w->job, w->rank, 0, "misconfig", "instant", detail});
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+SHMSTRESS_REGISTER_INJECTOR("misconfig", "a rank configured unlike its peers: process count, late joiner, lock dir", plan);
+
+}  // namespace harness

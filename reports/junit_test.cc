@@ -1,0 +1,257 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "reports/reports.h"
+
+namespace reports {
+namespace {
+
+namespace fs = std::filesystem;
+using harness::CheckResult;
+using harness::RunResult;
+using harness::TrialResult;
+using harness::Verdict;
+
+CheckResult Check(const std::string& inv, Verdict v, std::vector<std::string> problems = {}) {
+  CheckResult c;
+  c.invariant = inv;
+  c.verdict = v;
+  c.problems = std::move(problems);
+  return c;
+}
+
+TrialResult Trial(const std::string& scenario, int n, std::vector<CheckResult> checks) {
+  TrialResult t;
+  t.scenario = scenario;
+  t.scenario_file = "scenarios/" + scenario + ".toml";
+  t.trial = n;
+  t.run_seed = 7;
+  t.seed = 1000 + n;
+  t.seconds = 0.25;
+  t.checks = std::move(checks);
+  for (const auto& c : t.checks) t.verdict = harness::compose(t.verdict, c.verdict);
+  if (t.verdict != Verdict::kValid) {
+    t.kept = true;
+    t.dir = "/runs/r/" + scenario + "/trial-" + std::to_string(n);
+    t.reproduce =
+        "shmstress run scenarios/" + scenario + ".toml --seed 7 --trial " + std::to_string(n);
+  }
+  return t;
+}
+
+// Two scenarios: "basic" with a violation in one trial of two, "stop" with an
+// inconclusive invariant, a harness error and a never-reached state.
+RunResult Sample() {
+  RunResult r;
+  r.run_id = "20260101-000000-1";
+  r.seed = 7;
+  r.elapsed = 1.5;
+  r.trials.push_back(
+      Trial("basic", 0,
+            {Check("prefix.unique", Verdict::kValid), Check("cleanup.safety", Verdict::kValid)}));
+  r.trials.push_back(Trial(
+      "basic", 1,
+      {Check("prefix.unique", Verdict::kValid),
+       Check("cleanup.safety", Verdict::kInvalid, {"cleanup by job 0 rank 1 (pid 5) removed x"})}));
+  auto t =
+      Trial("stop", 0,
+            {Check("barrier.liveness", Verdict::kUnknown, {"barrier of job 0 rank 0 cut off"})});
+  t.harness_error = true;
+  t.harness_error_text = "supervisor exited abnormally";
+  r.trials.push_back(t);
+  r.expect_reached["stop"] = {"cleanup-while-owner-stopped"};
+  return r;
+}
+
+std::size_t Count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+const char* kXmllint = "/usr/bin/xmllint";
+
+std::string Schema() { return std::string(SHMSTRESS_SOURCE_DIR) + "/tests/junit/junit.xsd"; }
+
+// Runs a shell command, returns (exit status, stdout+stderr).
+std::pair<int, std::string> Shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/shmstress-reports-test.XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(JUnit, OneTestcasePerScenarioAndInvariant) {
+  std::string x = junit_xml(Sample());
+  EXPECT_EQ(Count(x, "<testsuite "), 2u);
+  EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"prefix.unique\"/>"), std::string::npos)
+      << x;
+  EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"cleanup.safety\">"), std::string::npos)
+      << x;
+  EXPECT_NE(x.find("<testcase classname=\"stop\" name=\"barrier.liveness\">"), std::string::npos)
+      << x;
+  // Verdicts: invalid -> failure, unknown -> skipped, harness error -> error.
+  EXPECT_EQ(Count(x, "<failure "), 1u);
+  EXPECT_EQ(Count(x, "<skipped "), 2u);  // barrier.liveness and expect_reached
+  EXPECT_EQ(Count(x, "<error "), 1u);
+  EXPECT_NE(
+      x.find("name=\"basic\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\" time=\"0.500\""),
+      std::string::npos)
+      << x;
+  EXPECT_NE(
+      x.find("name=\"stop\" tests=\"3\" failures=\"0\" errors=\"1\" skipped=\"2\" time=\"0.250\""),
+      std::string::npos)
+      << x;
+  EXPECT_NE(
+      x.find(
+          "<testsuites name=\"shmstress\" tests=\"5\" failures=\"1\" errors=\"1\" time=\"1.500\">"),
+      std::string::npos)
+      << x;
+}
+
+TEST(JUnit, PropertiesAndFailureText) {
+  std::string x = junit_xml(Sample());
+  EXPECT_NE(x.find("<property name=\"seed\" value=\"7\"/>"), std::string::npos);
+  EXPECT_NE(x.find("<property name=\"trials\" value=\"2\"/>"), std::string::npos);
+  EXPECT_NE(x.find("<property name=\"subject\" value=\"native\"/>"), std::string::npos);
+  EXPECT_NE(x.find("message=\"cleanup.safety violated in 1 of 2 trials; reproduce: shmstress run "
+                   "scenarios/basic.toml "
+                   "--seed 7 --trial 1\""),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("  cleanup by job 0 rank 1 (pid 5) removed x\n"), std::string::npos);
+  EXPECT_NE(x.find("  trial dir: /runs/r/basic/trial-1\n"), std::string::npos);
+  EXPECT_NE(x.find("  reproduce: shmstress run scenarios/basic.toml --seed 7 --trial 1\n"),
+            std::string::npos);
+  EXPECT_NE(x.find("never reached: cleanup-while-owner-stopped"), std::string::npos);
+}
+
+TEST(JUnit, UnavailableSubjectIsSkippedNotPassed) {
+  RunResult r;
+  TrialResult t;
+  t.scenario = "permission-uid";
+  t.verdict = Verdict::kUnknown;
+  t.unavailable = "needs root";
+  r.trials = {t, t};
+  std::string x = junit_xml(r);
+  EXPECT_NE(x.find("<testsuite name=\"permission-uid\" tests=\"1\" failures=\"0\" errors=\"0\" "
+                   "skipped=\"1\""),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("message=\"subject native not available in 2 of 2 trials: needs root\""),
+            std::string::npos)
+      << x;
+}
+
+TEST(JUnit, EmptyRunIsAValidDocument) {
+  RunResult r;
+  std::string x = junit_xml(r);
+  EXPECT_NE(
+      x.find(
+          "<testsuites name=\"shmstress\" tests=\"0\" failures=\"0\" errors=\"0\" time=\"0.000\">"),
+      std::string::npos);
+}
+
+TEST(XmlEscape, MarkupQuotesAndLineBreaks) {
+  EXPECT_EQ(xml_escape("a<b>&c", false), "a&lt;b&gt;&amp;c");
+  EXPECT_EQ(xml_escape("\"q\" 'a'\n\t\r", false), "\"q\" 'a'\n\t&#13;");
+  EXPECT_EQ(xml_escape("\"q\" 'a'\n\t\r", true), "&quot;q&quot; &apos;a&apos;&#10;&#9;&#13;");
+}
+
+TEST(XmlEscape, ForbiddenCharactersAndBadUtf8BecomeReplacementChar) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(xml_escape(std::string("a\x01"
+                                   "b",
+                                   3),
+                       false),
+            "a" + fffd + "b");
+  EXPECT_EQ(xml_escape(std::string("\0", 1), false), fffd);
+  EXPECT_EQ(xml_escape("\xff", false), fffd);
+  EXPECT_EQ(xml_escape("\xC0\xAF", false), fffd + fffd);             // overlong '/'
+  EXPECT_EQ(xml_escape("\xED\xA0\x80", false), fffd + fffd + fffd);  // a surrogate
+  EXPECT_EQ(xml_escape("\xE2\x82", false), fffd + fffd);             // truncated
+  EXPECT_EQ(xml_escape("\xEF\xBF\xBE", false), fffd);  // U+FFFE is not an XML character
+  EXPECT_EQ(xml_escape("caf\xC3\xA9 \xF0\x9F\x98\x80", false),
+            "caf\xC3\xA9 \xF0\x9F\x98\x80");  // kept
+}
+
+// What a CI server parses: the schema-valid document, with the original text
+// recovered from the escaped attribute and body.
+TEST(JUnit, ValidAgainstSchemaEvenWithHostileText) {
+  if (::access(kXmllint, X_OK) != 0)
+    GTEST_SKIP() << "xmllint not installed (scripts/setup installs libxml2-utils)";
+  RunResult r = Sample();
+  const std::string nasty = "bad <tag> & \"quotes\" 'apos' ]]> \x01\x1f \xff tab\there";
+  r.trials[1].checks[1].problems.push_back(nasty);
+  r.trials[1].reproduce = "shmstress run 'my scenarios/a&b.toml' --seed 7 --trial 1";
+  r.trials[1].scenario = "odd \"name\" <x>";
+  r.subject = "native";
+  TempDir dir;
+  const std::string file = dir.path() + "/junit.xml";
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(file, junit_xml(r), &err)) << err;
+  auto [rc, out] = Shell(std::string(kXmllint) + " --noout --schema " + Schema() + " " + file);
+  EXPECT_EQ(rc, 0) << out;
+  auto [rc2, msg] =
+      Shell(std::string(kXmllint) +
+            " --xpath 'string(//testcase[@name=\"cleanup.safety\"]/failure/@message)' " + file);
+  EXPECT_EQ(rc2, 0);
+  EXPECT_NE(msg.find("reproduce: shmstress run 'my scenarios/a&b.toml' --seed 7 --trial 1"),
+            std::string::npos)
+      << msg;
+  auto [rc3, cls] =
+      Shell(std::string(kXmllint) + " --xpath 'string(//failure/../@classname)' " + file);
+  while (!cls.empty() && cls.back() == '\n') cls.pop_back();
+  EXPECT_EQ(cls, "odd \"name\" <x>");
+  auto [rc4, body] = Shell(std::string(kXmllint) + " --xpath 'string(//failure)' " + file);
+  EXPECT_NE(
+      body.find(
+          "bad <tag> & \"quotes\" 'apos' ]]> \xEF\xBF\xBD\xEF\xBF\xBD \xEF\xBF\xBD tab\there"),
+      std::string::npos)
+      << body;
+}
+
+TEST(WriteFileAtomic, ReplacesWholeFileReadableByOthers) {
+  TempDir dir;
+  const std::string file = dir.path() + "/out.txt";
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(file, "first", &err)) << err;
+  ASSERT_TRUE(write_file_atomic(file, "second", &err)) << err;
+  std::ifstream f(file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_EQ(ss.str(), "second");
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                fs::perms::others_read);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 1) << "a temp file was left behind";
+  EXPECT_FALSE(write_file_atomic(dir.path() + "/no/such/dir/x", "x", &err));
+  EXPECT_NE(err.find("no/such/dir"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace reports
