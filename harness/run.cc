@@ -379,6 +379,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     r.trials.push_back(std::move(t));
     r.elapsed = elapsed();
+    if (opt.on_trial) opt.on_trial(r);
     if (by_duration) {  // live during a soak
       reports::write_summary(r, r.out_dir + "/summary.json");
       if (!opt.metrics_file.empty()) reports::write_metrics_live(r, opt.metrics_file, nullptr);

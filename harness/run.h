@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct RunOptions {
   std::string exe;                  // the worker binary: this one, or --worker-bin
   bool stop_on_violation = false;   // stop starting trials after the first invalid one
   std::string metrics_file;         // refreshed after every trial of a --duration soak
+  // Called after every finished trial with the run so far (live reporting:
+  // e.g. a /metrics endpoint). Runs on the harness's only thread.
+  std::function<void(const RunResult&)> on_trial;
   std::string invocation;           // how to spell the binary in reproduce commands
   std::string reproduce_flags;      // run flags a reproduce command must repeat
 };
