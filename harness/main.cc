@@ -17,6 +17,7 @@
 #include "injector.h"
 #include "reports/reports.h"
 #include "run.h"
+#include "shrink.h"
 #include "worker.h"
 
 namespace fs = std::filesystem;
@@ -379,6 +380,37 @@ int cmd_replay(const ReplayArgs& a, const char* argv0) {
 
 }  // namespace
 
+// Shrinks a failing trial; the worker binary and isolation come from the run's
+// reproduce command unless given.
+int cmd_shrink(const fs::path& dir, ShrinkOptions so, std::string worker_bin, bool no_mount_ns, const char* argv0) {
+  auto repro = reproduce_commands(find_run_summary(dir));
+  if (auto it = repro.find(dir.string()); it != repro.end()) {
+    if (worker_bin.empty()) {
+      if (auto wb = reports::command_flag(it->second, "--worker-bin")) worker_bin = *wb;
+    }
+    no_mount_ns |= (" " + it->second + " ").find(" --no-mount-ns ") != std::string::npos;
+  }
+  so.trial_dir = dir.string();
+  so.run.exe = worker_bin.empty() ? self_exe() : fs::absolute(worker_bin).string();
+  so.run.allow_mount_ns = !no_mount_ns;
+  so.run.invocation = argv0;
+  so.run.parallel = 1;
+  if (!worker_bin.empty()) so.run.reproduce_flags = " --worker-bin " + worker_bin;
+  if (no_mount_ns) so.run.reproduce_flags += " --no-mount-ns";
+  std::printf("shrinking %s (%d retries per candidate, budget %d)...\n", dir.c_str(), so.retries, so.budget);
+  std::fflush(stdout);
+  ShrinkResult r = shrink(so);
+  if (!r.ok) {
+    std::fprintf(stderr, "shmstress shrink: %s\n", r.error.c_str());
+    return r.error.find("not a trial dir") != std::string::npos ? 2 : 4;
+  }
+  std::printf("%s still fails with %s\n  original: %s\n  minimal:  %s\n  (%d candidates tried, %d kept)\n"
+              "minimal scenario: %s\nreproduce: %s\n",
+              r.invariant.c_str(), r.minimal.to_string().c_str(), r.original.to_string().c_str(),
+              r.minimal.to_string().c_str(), r.candidates, r.kept, r.minimal_file.c_str(), r.reproduce.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "worker") return worker_main();
 
@@ -407,6 +439,10 @@ int main(int argc, char** argv) {
                     "run an external subject even without a private /dev/shm (it may meet the machine's own names)");
   run_cmd->add_flag("--keep-passing", ro.keep_passing, "keep passing trials' directories");
   std::string worker_bin;
+  std::string shard;
+  run_cmd->add_option("--shard", shard, "run shard i of n (e.g. 2/8): trial indices congruent to i mod n, same --seed on every shard");
+  run_cmd->add_option("--max-kept", ro.max_kept, "keep at most this many failing (and passing) trial dirs (default 100, 0: no cap)")
+      ->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--worker-bin", worker_bin, "native worker binary (default: this one), e.g. a known-bad variant")
       ->check(CLI::ExistingFile);
   run_cmd->add_flag("--stop-on-violation", ro.stop_on_violation, "stop after the first trial that violates an invariant");
@@ -435,6 +471,17 @@ int main(int argc, char** argv) {
   report_cmd->add_flag("--all", report_all, "timelines for passing trials too (kept with --keep-passing)");
 
   ReplayArgs replay;
+  ShrinkOptions shrink_opt;
+  std::string shrink_dir, shrink_worker;
+  bool shrink_no_mount_ns = false;
+  auto* shrink_cmd = app.add_subcommand("shrink", "minimise a failing trial while the same invariant still fails");
+  shrink_cmd->add_option("dir", shrink_dir, "a failing trial directory")->required()->check(CLI::ExistingDirectory);
+  shrink_cmd->add_option("--invariant", shrink_opt.invariant, "the invariant to keep failing (default: the trial's first)");
+  shrink_cmd->add_option("--retries", shrink_opt.retries, "re-runs per candidate before calling it passing (default 5)")
+      ->check(CLI::Range(1, 1000));
+  shrink_cmd->add_option("--budget", shrink_opt.budget, "at most this many candidates (default 150)")->check(CLI::Range(1, 100000));
+  shrink_cmd->add_option("--worker-bin", shrink_worker, "native worker binary (default: the run's, else this one)");
+  shrink_cmd->add_flag("--no-mount-ns", shrink_no_mount_ns, "isolate trials by name root instead of a private /dev/shm");
   auto* replay_cmd = app.add_subcommand("replay", "re-run one trial's exact schedule and report how often it fails again");
   replay_cmd->add_option("dir", replay.dir, "a trial directory (<run>/<scenario>/trial-<n>)")->required()->check(CLI::ExistingDirectory);
   replay_cmd->add_option("--times", replay.times, "replays (default 10)")->check(CLI::Range(1, 100000));
@@ -455,6 +502,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("clean")) return cmd_clean();
   if (report_cmd->parsed()) return cmd_report(report_dir, junit_file, metrics_file, report_all);
   if (replay_cmd->parsed()) return cmd_replay(replay, argv[0]);
+  if (shrink_cmd->parsed()) return cmd_shrink(shrink_dir, shrink_opt, shrink_worker, shrink_no_mount_ns, argv[0]);
 
   if (!duration.empty()) {
     MsRange d;
@@ -464,6 +512,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     ro.duration_s = d.min.count() / 1000.0;
+  }
+  if (!shard.empty()) {
+    int i = -1, n = 0;
+    char extra;
+    if (std::sscanf(shard.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n) {
+      std::fprintf(stderr, "shmstress run: --shard '%s': expected i/n with 0 <= i < n\n", shard.c_str());
+      return 2;
+    }
+    ro.shard_index = i;
+    ro.shard_count = n;
   }
   ro.allow_mount_ns = !no_mount_ns;
   ro.metrics_file = metrics_file;

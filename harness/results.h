@@ -23,6 +23,7 @@ struct TrialResult {
   std::vector<CheckResult> checks;
   std::string dir;        // kept for failing trials, else removed
   bool kept = false;
+  bool dir_dropped = false;  // failing, but past the --max-kept cap: summarised only
   bool harness_error = false;
   std::string unavailable;  // the subject could not run: why (the trial is skipped, inconclusive)
   std::string harness_error_text;
@@ -39,6 +40,7 @@ struct RunResult {
   std::string out_dir;
   std::uint64_t seed = 0;
   std::string subject = "native";
+  int shard_index = 0, shard_count = 1;
   std::vector<TrialResult> trials;
   std::map<std::string, std::vector<std::string>> expect_reached;  // scenario -> states it targets
   double elapsed = 0;

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <deque>
 #include <map>
 #include <random>
 #include <sstream>
@@ -232,6 +233,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.run_id = std::string(stamp) + "-" + std::to_string(::getpid());
   r.out_dir = opt.out_dir.empty() ? "runs/" + r.run_id : opt.out_dir;
   r.subject = opt.subject;
+  r.shard_index = opt.shard_index;
+  r.shard_count = std::max(1, opt.shard_count);
   fs::create_directories(r.out_dir);
   r.out_dir = fs::canonical(r.out_dir).string();
   for (const auto& s : scenarios) {
@@ -243,6 +246,9 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     int trial;
   };
   std::vector<Pending> queue;
+  // Shard i of n runs the trial indices congruent to i mod n: shards with the
+  // same seed split the seed space with no overlap and no gap.
+  const int shards = std::max(1, opt.shard_count), shard = opt.shard_index;
   auto enqueue_round = [&](int round_base, int per) {
     for (const auto& s : scenarios) {
       int n = opt.trials > 0 ? opt.trials : s.default_trials;
@@ -250,7 +256,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         if (round_base == 0) queue.push_back({&s, *opt.only_trial});
         continue;
       }
-      for (int i = 0; i < (per > 0 ? per : n); ++i) queue.push_back({&s, round_base * (per > 0 ? per : n) + i});
+      if (per > 0) {  // duration mode: round r is this shard's r-th index
+        queue.push_back({&s, round_base * shards + shard});
+        continue;
+      }
+      for (int i = shard; i < n; i += shards) queue.push_back({&s, i});
     }
   };
   const bool by_duration = opt.duration_s > 0 && !opt.only_trial;
@@ -278,8 +288,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto last_progress = std::chrono::steady_clock::now() - std::chrono::hours(1);
   int violations = 0;
+  int kept_failing = 0;
+  std::deque<std::size_t> kept_passing;  // indexes into r.trials, oldest first
 
   auto progress = [&](bool force) {
+    if (opt.quiet) return;
     auto n = std::chrono::steady_clock::now();
     if (!force && n - last_progress < (tty ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000))) return;
     last_progress = n;
@@ -364,11 +377,27 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     t.reproduce = quote(opt.invocation) + " run " + quote(done.p.s->file) + opt.reproduce_flags + " --seed " + std::to_string(r.seed) +
                   " --trial " + std::to_string(done.p.trial);
-    if (t.verdict != Verdict::kValid || t.harness_error || opt.keep_passing) {
+    // Bounded disk: at most max_kept failing trial dirs (the first ones; later
+    // failures are summarised without their dir), and with --keep-passing the
+    // oldest passing dirs make room for newer ones.
+    const bool failing = t.verdict != Verdict::kValid || t.harness_error;
+    if (failing && (opt.max_kept <= 0 || kept_failing < opt.max_kept)) {
       t.kept = true;
+      ++kept_failing;
+    } else if (!failing && opt.keep_passing) {
+      t.kept = true;
+      kept_passing.push_back(r.trials.size());
+      if (opt.max_kept > 0 && static_cast<int>(kept_passing.size()) > opt.max_kept) {
+        TrialResult& old = r.trials[kept_passing.front()];
+        fs::remove_all(old.dir);
+        old.dir.clear();
+        old.kept = false;
+        kept_passing.pop_front();
+      }
     } else {
       fs::remove_all(done.dir);
       t.dir.clear();
+      if (failing) t.dir_dropped = true;
     }
     if (t.verdict == Verdict::kInvalid) {
       ++violations;
@@ -387,7 +416,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     progress(false);
   }
   progress(true);
-  if (tty) std::fputc('\n', stderr);
+  if (tty && !opt.quiet) std::fputc('\n', stderr);
   r.interrupted = g_stop != 0;
   r.elapsed = elapsed();
   signal(SIGINT, SIG_DFL);

@@ -26,6 +26,9 @@ struct RunOptions {
   std::vector<std::string> subject_command;  // exec subjects: argv of the worker command
   bool allow_shared_shm = false;
   bool keep_passing = false;
+  bool quiet = false;               // no progress lines (shrink, replay)
+  int max_kept = 100;               // cap on kept failing trial dirs (and on kept passing ones); 0: no cap
+  int shard_index = 0, shard_count = 1;  // --shard i/n
   bool allow_mount_ns = true;
   std::string exe;                  // the worker binary: this one, or --worker-bin
   bool stop_on_violation = false;   // stop starting trials after the first invalid one

@@ -29,6 +29,7 @@ nlohmann::json summary_json(const harness::RunResult& r) {
   j["interrupted"] = r.interrupted;
   j["elapsed_s"] = r.elapsed;
   j["trials"] = r.trials.size();
+  j["shard"] = std::to_string(r.shard_index) + "/" + std::to_string(r.shard_count);
   j["violations"] = nlohmann::json::array();
   j["unknown"] = nlohmann::json::array();
   std::map<std::string, int> faults, reached;

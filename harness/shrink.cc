@@ -1,0 +1,245 @@
+#include "shrink.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace harness {
+namespace fs = std::filesystem;
+
+std::string ShrinkSize::to_string() const {
+  return std::to_string(jobs) + " jobs, " + std::to_string(ranks) + " ranks, " + std::to_string(faults) + " faults, " +
+         std::to_string(rounds) + " rounds";
+}
+
+namespace {
+
+toml::array* jobs_of(toml::table& t) { return t["job"].as_array(); }
+toml::array* faults_of(toml::table& t) { return t["fault"].as_array(); }
+
+std::int64_t int_or(const toml::node_view<toml::node> n, std::int64_t def) { return n.value<std::int64_t>().value_or(def); }
+
+// `count = N` jobs become N explicit tables, so indices in faults are stable.
+void expand_counts(toml::table& t) {
+  toml::array* jobs = jobs_of(t);
+  if (!jobs) return;
+  toml::array out;
+  for (auto& j : *jobs) {
+    toml::table* jt = j.as_table();
+    if (!jt) continue;
+    std::int64_t n = int_or((*jt)["count"], 1);
+    jt->erase("count");
+    for (std::int64_t i = 0; i < n; ++i) out.push_back(*jt);
+  }
+  t.insert_or_assign("job", std::move(out));
+}
+
+ShrinkSize size_of(toml::table& t) {
+  ShrinkSize s;
+  if (auto* jobs = jobs_of(t)) {
+    for (auto& j : *jobs) {
+      toml::table& jt = *j.as_table();
+      ++s.jobs;
+      s.ranks += static_cast<int>(int_or(jt["ranks"], 1));
+      s.rounds += static_cast<int>(int_or(jt["workload"]["rounds"], 0)) * static_cast<int>(int_or(jt["ranks"], 1));
+    }
+  }
+  if (auto* f = faults_of(t)) s.faults = static_cast<int>(f->size());
+  return s;
+}
+
+using Reduction = std::function<bool(toml::table&)>;  // false: does not apply
+
+std::vector<std::pair<std::string, Reduction>> reductions(toml::table& t) {
+  std::vector<std::pair<std::string, Reduction>> out;
+  int nfaults = faults_of(t) ? static_cast<int>(faults_of(t)->size()) : 0;
+  int njobs = jobs_of(t) ? static_cast<int>(jobs_of(t)->size()) : 0;
+  for (int f = nfaults - 1; f >= 0; --f) {
+    out.push_back({"drop fault " + std::to_string(f), [f](toml::table& x) {
+                     faults_of(x)->erase(faults_of(x)->begin() + f);
+                     return true;
+                   }});
+  }
+  for (int k = njobs - 1; k >= 0 && njobs > 1; --k) {
+    out.push_back({"drop job " + std::to_string(k), [k](toml::table& x) {
+                     jobs_of(x)->erase(jobs_of(x)->begin() + k);
+                     if (auto* fs = faults_of(x)) {  // faults aimed at it go; later jobs move down
+                       for (std::size_t i = fs->size(); i-- > 0;) {
+                         toml::table& ft = *(*fs)[i].as_table();
+                         if (!ft.contains("job")) continue;
+                         std::int64_t j = int_or(ft["job"], -1);
+                         if (j == k) {
+                           fs->erase(fs->begin() + static_cast<std::ptrdiff_t>(i));
+                         } else if (j > k) {
+                           ft.insert_or_assign("job", j - 1);
+                         }
+                       }
+                     }
+                     return true;
+                   }});
+  }
+  for (int k = 0; k < njobs; ++k) {
+    out.push_back({"one rank fewer in job " + std::to_string(k), [k](toml::table& x) {
+                     toml::table& jt = *(*jobs_of(x))[static_cast<std::size_t>(k)].as_table();
+                     std::int64_t ranks = int_or(jt["ranks"], 1);
+                     if (ranks <= 1) return false;
+                     jt.insert_or_assign("ranks", ranks - 1);
+                     if (auto v = jt["local_world_size"].value<std::int64_t>(); v && *v == ranks - 1) return false;
+                     if (auto* fs = faults_of(x)) {
+                       for (std::size_t i = fs->size(); i-- > 0;) {
+                         toml::table& ft = *(*fs)[i].as_table();
+                         if (int_or(ft["job"], -1) == k && int_or(ft["rank"], -1) >= ranks - 1) {
+                           fs->erase(fs->begin() + static_cast<std::ptrdiff_t>(i));
+                         }
+                       }
+                     }
+                     return true;
+                   }});
+    out.push_back({"half the rounds of job " + std::to_string(k), [k](toml::table& x) {
+                     toml::table& jt = *(*jobs_of(x))[static_cast<std::size_t>(k)].as_table();
+                     toml::table* w = jt["workload"].as_table();
+                     std::int64_t rounds = w ? int_or((*w)["rounds"], 0) : 0;
+                     if (rounds < 2) return false;
+                     w->insert_or_assign("rounds", rounds / 2);
+                     return true;
+                   }});
+    out.push_back({"plain workload for job " + std::to_string(k), [k](toml::table& x) {
+                     toml::table& jt = *(*jobs_of(x))[static_cast<std::size_t>(k)].as_table();
+                     bool changed = jt.erase("start_jitter") > 0;
+                     if (toml::table* w = jt["workload"].as_table()) {
+                       for (const char* key : {"segments", "clean_before", "clean_after", "hold", "round_jitter"}) {
+                         changed |= w->erase(key) > 0;
+                       }
+                     }
+                     return changed;
+                   }});
+  }
+  return out;
+}
+
+std::string render(const toml::table& t) {
+  std::ostringstream os;
+  os << t << "\n";
+  return os.str();
+}
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+ShrinkResult shrink(const ShrinkOptions& opt) {
+  ShrinkResult res;
+  const fs::path dir = opt.trial_dir;
+  nlohmann::json sched, verdict;
+  try {
+    std::ifstream(dir / "schedule.json") >> sched;
+    std::ifstream(dir / "verdict.json") >> verdict;
+  } catch (...) {
+    res.error = "not a trial dir (needs schedule.json and verdict.json): " + opt.trial_dir;
+    return res;
+  }
+  res.invariant = opt.invariant;
+  if (res.invariant.empty()) {
+    for (const auto& c : verdict.value("checks", nlohmann::json::array())) {
+      if (c.value("verdict", "") == "invalid") {
+        res.invariant = c.value("invariant", "");
+        break;
+      }
+    }
+  }
+  if (res.invariant.empty()) {
+    res.error = "the trial violated no invariant: nothing to shrink";
+    return res;
+  }
+  toml::table current;
+  try {
+    current = toml::parse(read_file((dir / "scenario.toml").string()));
+  } catch (const std::exception& e) {
+    res.error = std::string("cannot parse the trial's scenario.toml: ") + e.what();
+    return res;
+  }
+  expand_counts(current);
+  current.insert_or_assign("invariants", toml::array{res.invariant});
+  current.erase("expect_reached");
+  current.erase("trials");
+  const std::uint64_t seed = sched.value("run_seed", 0ULL);
+  const int trial = sched.value("trial", 0);
+  const std::string name = sched.value("scenario", std::string("scenario"));
+  current.insert_or_assign("name", name);
+  res.original = size_of(current);
+
+  const std::string work = (dir / "shrink").string();
+  fs::create_directories(work);
+  // Does this scenario still fail the invariant? Up to `retries` runs of the same trial.
+  auto still_fails = [&](const toml::table& t) -> bool {
+    std::string file = work + "/" + name + ".toml";
+    { std::ofstream(file) << render(t); }
+    std::vector<Scenario> sc;
+    std::string err;
+    if (!load_and_validate({file}, &sc, &err)) return false;
+    for (int r = 0; r < opt.retries; ++r) {
+      RunOptions ro = opt.run;
+      ro.files = {file};
+      ro.seed = seed;
+      ro.only_trial = trial;
+      ro.out_dir = work + "/run";
+      ro.quiet = true;
+      fs::remove_all(ro.out_dir);
+      RunResult rr = run(sc, ro);
+      for (const auto& tr : rr.trials) {
+        for (const auto& c : tr.checks) {
+          if (c.invariant == res.invariant && c.verdict == Verdict::kInvalid) return true;
+        }
+      }
+      if (rr.interrupted) return false;
+    }
+    return false;
+  };
+  if (!still_fails(current)) {
+    res.error = res.invariant + " did not fail again in " + std::to_string(opt.retries) +
+                " runs of the original trial: not reproducible enough to shrink";
+    fs::remove_all(work);
+    return res;
+  }
+  for (bool progress = true; progress && res.candidates < opt.budget;) {
+    progress = false;
+    for (auto& [what, reduce] : reductions(current)) {
+      if (res.candidates >= opt.budget) break;
+      toml::table candidate = current;
+      if (!reduce(candidate)) continue;
+      ++res.candidates;
+      if (still_fails(candidate)) {
+        current = std::move(candidate);
+        ++res.kept;
+        progress = true;
+        break;  // the reductions' indices changed: enumerate again
+      }
+    }
+  }
+  res.minimal = size_of(current);
+  current.insert_or_assign("description", "Minimal reproduction of " + res.invariant + ", shrunk by shmstress from " +
+                                              opt.trial_dir + " (" + res.original.to_string() + ").");
+  res.minimal_file = (dir / "minimal.toml").string();
+  {
+    std::ofstream f(res.minimal_file);
+    f << "# Shrunk by `shmstress shrink` from " << opt.trial_dir << " (" << res.original.to_string() << ")\n"
+      << "# to " << res.minimal.to_string() << "; still violates " << res.invariant << ".\n"
+      << render(current);
+  }
+  res.reproduce = opt.run.invocation + " run " + res.minimal_file + opt.run.reproduce_flags + " --seed " +
+                  std::to_string(seed) + " --trial " + std::to_string(trial);
+  fs::remove_all(work);
+  res.ok = true;
+  return res;
+}
+
+}  // namespace harness

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# shrink turns a failing trial of a known-bad variant into a smaller scenario
+# that still violates the same invariant, and its reproduce command fails again.
+source "$(dirname "$0")/lib.sh"
+S=$1 W=$2
+"$S" run scenarios/kill-holder.toml --trials 4 --seed 8 --worker-bin "$W" --out "$SCRATCH/run" >/dev/null 2>&1 || true
+trial=$(ls -d "$SCRATCH"/run/kill-holder/trial-* 2>/dev/null | head -1)
+[[ -n $trial ]] || fail "the known-bad variant produced no failing trial to shrink"
+"$S" shrink "$trial" --retries 3 >"$SCRATCH/shrink.txt" 2>&1 || { cat "$SCRATCH/shrink.txt"; fail "shrink failed"; }
+cat "$SCRATCH/shrink.txt"
+[[ -f $trial/minimal.toml ]] || fail "no minimal.toml"
+orig=$(grep '^  original:' "$SCRATCH/shrink.txt" | grep -o '[0-9]* ranks' | cut -d' ' -f1)
+min=$(grep '^  minimal:' "$SCRATCH/shrink.txt" | grep -o '[0-9]* ranks' | cut -d' ' -f1)
+(( min < orig )) || fail "nothing was removed ($orig -> $min ranks)"
+inv=$(grep 'still fails with' "$SCRATCH/shrink.txt" | cut -d' ' -f1)
+repro=$(grep '^reproduce:' "$SCRATCH/shrink.txt" | cut -d' ' -f2-)
+for i in 1 2 3 4 5; do
+  set +e
+  eval "$repro --out $SCRATCH/again$i" >/dev/null 2>&1
+  rc=$?
+  set -e
+  if [[ $rc -eq 1 ]] && grep -q "\"$inv\"" "$SCRATCH/again$i/summary.json"; then
+    echo "the minimal scenario fails $inv again (attempt $i)"
+    exit 0
+  fi
+done
+fail "the minimal scenario did not fail $inv again in 5 attempts"

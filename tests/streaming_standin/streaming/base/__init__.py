@@ -1,0 +1,1 @@
+"""Stand-in for ``streaming.base`` (see ``streaming/__init__.py``)."""

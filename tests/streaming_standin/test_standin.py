@@ -1,0 +1,525 @@
+"""The Streaming stand-in keeps the original's flaws, and the adapter speaks worker protocol v1.
+
+Run from the repository root:
+
+    /usr/bin/python3 -m unittest discover -s tests/streaming_standin -v
+
+Every test uses its own name root ``sstest.<pid>.<n>.`` (via SHMSTRESS_ROOT, which the stand-in and
+the adapter put in front of every shm and lock-file name) and its own TMPDIR, and removes what it
+created; the module checks at the end that nothing with its roots is left in /dev/shm.
+"""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+ADAPTER = os.path.join(REPO, 'subjects', 'streaming', 'adapter.py')
+PYTHON = '/usr/bin/python3'
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+# pylint: disable=wrong-import-position
+from streaming.base.constant import SHM_TO_CLEAN
+from streaming.base.shared import prefix as prefix_mod
+from streaming.base.shared.barrier import SharedBarrier
+from streaming.base.shared.memory import SharedMemory
+from streaming.base.shared.prefix import _pack_locals, get_shm_prefix
+from streaming.base.util import clean_stale_shared_memory
+from streaming.base.world import World
+
+ROOT_BASE = f'sstest.{os.getpid()}.'
+SHM = '/dev/shm'
+ENV_KEYS = ('SHMSTRESS_ROOT', 'RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'TMPDIR', 'SHMSTRESS_STANDIN_PROCESS_GROUP')
+
+
+def shm_names(root):
+    return sorted(n for n in os.listdir(SHM) if n.startswith(root))
+
+
+def open_fds():
+    return len(os.listdir('/proc/self/fd')) - 1
+
+
+def world(rank=0, world_size=1, local_world_size=1):
+    return World(world_size // local_world_size, local_world_size, 1, rank)
+
+
+LEADER = world(0, 1, 1)
+
+
+class Case(unittest.TestCase):
+    counter = 0
+
+    def setUp(self):
+        Case.counter += 1
+        self.root = f'{ROOT_BASE}{Case.counter}.'
+        self.tmp = tempfile.mkdtemp(prefix='sstest.')
+        self._env = {k: os.environ.get(k) for k in ENV_KEYS}
+        for k in ENV_KEYS:
+            os.environ.pop(k, None)
+        os.environ['SHMSTRESS_ROOT'] = self.root
+        self._tempdir = tempfile.tempdir
+        tempfile.tempdir = self.tmp  # the stand-in's gettempdir(): lock files go here
+
+    def tearDown(self):
+        for n in shm_names(self.root):
+            os.unlink(os.path.join(SHM, n))
+        tempfile.tempdir = self._tempdir
+        for k, v in self._env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # What a killed job leaves behind.
+    def leak_locals(self, p, dirs):
+        record = _pack_locals(dirs, p)
+        shm = SharedMemory(f'{p:06}_locals', True, len(record), auto_cleanup=False)
+        shm.buf[:len(record)] = record
+        shm.close()
+
+    def leak(self, p, kind, size=64):
+        SharedMemory(f'{p:06}_{kind}', True, size, auto_cleanup=False).close()
+
+    def lock_file(self, p, kind='barrier_filelock'):
+        with open(os.path.join(self.tmp, f'{self.root}{p:06}_{kind}'), 'w', encoding='utf-8'):
+            pass
+
+    def exists(self, p, kind):
+        return os.path.exists(os.path.join(SHM, f'{self.root}{p:06}_{kind}'))
+
+
+class WorldTest(Case):
+
+    def test_missing_local_world_size_makes_every_rank_a_leader(self):
+        os.environ['WORLD_SIZE'] = '4'
+        leaders = []
+        for rank in range(4):
+            os.environ['RANK'] = str(rank)
+            leaders.append(World.detect().is_local_leader)
+        self.assertEqual(leaders, [True, True, True, True])
+        os.environ['LOCAL_WORLD_SIZE'] = '4'
+        leaders = []
+        for rank in range(4):
+            os.environ['RANK'] = str(rank)
+            leaders.append(World.detect().is_local_leader)
+        self.assertEqual(leaders, [True, False, False, False])
+
+
+class PrefixTest(Case):
+
+    def test_record_format_and_a_job_that_agrees(self):
+        p, shm = get_shm_prefix(['/a', '/b'], ['s3://x', None], world(0, 2, 2))
+        self.assertEqual(p, 0)
+        with open(os.path.join(SHM, f'{self.root}000000_locals'), 'rb') as f:
+            raw = f.read()
+        body = b'/a\0/b\x000'
+        self.assertEqual(raw, struct.pack('=i', 4 + len(body)) + body)
+        self.assertEqual(oct(os.stat(os.path.join(SHM, f'{self.root}000000_locals')).st_mode & 0o777), '0o600')
+        shm.close()
+
+    def test_two_jobs_starting_together_pick_the_same_prefix(self):
+        # Both walk before either registers (the walk-then-create window, widened on purpose by
+        # holding each caller where dist.barrier() would be): the loser's leader gets EEXIST.
+        meet = threading.Barrier(2)
+        local = threading.local()
+
+        def hold_after_walk():
+            local.calls = getattr(local, 'calls', 0) + 1
+            if local.calls == 1:
+                meet.wait(timeout=10)
+
+        results = {}
+
+        def job(name, dirs):
+            try:
+                results[name] = get_shm_prefix(dirs, ['s3://x'], LEADER)[0]
+            except Exception as exc:  # pylint: disable=broad-except
+                results[name] = exc
+
+        saved = prefix_mod._dist_barrier
+        prefix_mod._dist_barrier = hold_after_walk
+        try:
+            threads = [threading.Thread(target=job, args=(n, [f'/data/{n}'])) for n in ('a', 'b')]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+        finally:
+            prefix_mod._dist_barrier = saved
+        errors = [r for r in results.values() if isinstance(r, Exception)]
+        grants = [r for r in results.values() if not isinstance(r, Exception)]
+        self.assertEqual(grants, [0], results)
+        self.assertEqual(len(errors), 1, results)
+        self.assertIsInstance(errors[0], FileExistsError)
+        self.assertIn('File exists', str(errors[0]))
+        self.assertIn('000000_locals', str(errors[0]))
+
+    def test_a_rank_that_walked_early_meets_another_jobs_record(self):
+        # A non-leader walked while p=0 was free; another job's leader registered p=0 meanwhile.
+        def other_job_registers():
+            if not self.exists(0, 'locals'):
+                self.leak_locals(0, ['/other'])
+
+        saved = prefix_mod._dist_barrier
+        prefix_mod._dist_barrier = other_job_registers
+        try:
+            with self.assertRaisesRegex(RuntimeError, 'registered does not match local leader'):
+                get_shm_prefix(['/mine'], ['s3://x'], world(1, 2, 2))
+        finally:
+            prefix_mod._dist_barrier = saved
+
+    def test_a_rank_without_its_leader_fails_not_registered(self):
+        with self.assertRaisesRegex(RuntimeError, 'not registered by local leader'):
+            get_shm_prefix(['/mine'], ['s3://x'], world(1, 2, 2))
+
+    def test_without_a_process_group_a_late_rank_meets_its_own_leaders_record(self):
+        get_shm_prefix(['/mine'], ['s3://x'], world(0, 2, 2))
+        with self.assertRaisesRegex(ValueError, 'Reused local directory'):
+            get_shm_prefix(['/mine'], ['s3://x'], world(1, 2, 2), retry=1)
+
+    def test_duplicate_local_dirs_are_refused(self):
+        with self.assertRaisesRegex(ValueError, 'Reused local directory'):
+            get_shm_prefix(['/d', '/d'], [None, None], LEADER)
+
+    def test_killed_job_blocks_its_local_dir_until_cleanup(self):
+        self.leak_locals(0, ['/d'])
+        with self.assertRaisesRegex(ValueError, 'Reused local directory'):
+            get_shm_prefix(['/d'], ['s3://x'], LEADER, retry=1)
+        clean_stale_shared_memory()
+        self.assertEqual(get_shm_prefix(['/d'], ['s3://x'], LEADER)[0], 0)
+
+    def test_same_local_dir_without_remote_is_granted_another_prefix(self):
+        self.leak_locals(0, ['/d'])
+        self.assertEqual(get_shm_prefix(['/d'], [None], LEADER)[0], 1)
+
+    def test_lock_file_hides_a_live_job_with_the_same_dir(self):
+        p, shm = get_shm_prefix(['/d'], ['s3://x'], LEADER)
+        b = SharedBarrier(os.path.join(self.tmp, f'{self.root}{p:06}_barrier_filelock'), f'{p:06}_barrier')
+        b(1)  # the job has used its barrier: its lock file exists from now on
+        self.assertEqual(get_shm_prefix(['/d'], ['s3://x'], LEADER, retry=0)[0], 1)  # no "Reused"
+        shm.close()
+
+    def test_leftover_lock_files_make_prefixes_climb(self):
+        for p in range(5):
+            self.lock_file(p, 'barrier_filelock' if p % 2 else 'cache_filelock')
+        self.assertEqual(get_shm_prefix(['/d'], ['s3://x'], LEADER)[0], 5)
+
+    def test_walk_stops_at_the_first_gap(self):
+        self.leak_locals(1, ['/d'])  # a live job with our dir, above a gap
+        self.assertEqual(get_shm_prefix(['/d'], ['s3://x'], LEADER, retry=0)[0], 0)
+
+    def test_zero_length_locals_blocks_lookup_and_cleanup(self):
+        os.close(os.open(os.path.join(SHM, f'{self.root}000000_locals'), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600))
+        with self.assertRaisesRegex(ValueError, 'cannot mmap an empty file'):
+            get_shm_prefix(['/d'], ['s3://x'], LEADER, retry=2)
+        with self.assertRaisesRegex(ValueError, 'cannot mmap an empty file'):
+            clean_stale_shared_memory()
+        self.assertTrue(self.exists(0, 'locals'))
+
+    def test_walk_keeps_every_attached_fd_open(self):
+        stale = 10
+        for p in range(stale):
+            self.leak_locals(p, [f'/old/{p}'])
+            for kind in SHM_TO_CLEAN[1:]:
+                self.leak(p, kind)
+        before = open_fds()
+        p, shm = get_shm_prefix(['/new'], ['s3://x'], LEADER)
+        self.assertEqual(p, stale)
+        grown = open_fds() - before
+        # 9 kinds x 10 prefixes attached, each holding its shm fd and the mapping's duplicate.
+        self.assertGreaterEqual(grown, 2 * len(SHM_TO_CLEAN) * stale)
+        shm.close()
+
+
+class BarrierTest(Case):
+
+    def barrier(self, p=0):
+        return SharedBarrier(os.path.join(self.tmp, f'{self.root}{p:06}_barrier_filelock'), f'{p:06}_barrier')
+
+    def test_two_participants_pass_rounds(self):
+        a, b = self.barrier(), self.barrier()
+        done = []
+
+        def run(bar):
+            for _ in range(5):
+                bar(2)
+            done.append(True)
+
+        threads = [threading.Thread(target=run, args=(x,), daemon=True) for x in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        self.assertEqual(done, [True, True])
+        self.assertTrue(os.path.exists(a.filelock_path))  # lock file stays after use
+
+    def test_late_constructor_resets_a_live_round(self):
+        first = self.barrier()
+        waiter = threading.Thread(target=first, args=(2,), daemon=True)
+        waiter.start()
+        deadline = time.monotonic() + 5
+        while first.num_enter != 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(first.num_enter, 1)
+        self.assertTrue(waiter.is_alive())
+
+        late = self.barrier()  # resets entered/exited/flag without the lock
+        self.assertEqual((late.num_enter, late.num_exit, late.flag), (0, -1, True))
+        waiter.join(5)
+        self.assertFalse(waiter.is_alive(), 'the waiter should have been released without its peer')
+
+        peer = threading.Thread(target=late, args=(2,), daemon=True)
+        peer.start()
+        peer.join(0.5)
+        self.assertTrue(peer.is_alive(), 'the peer should hang: it waits for a drain that never comes')
+        # Unstick it by hand so the test leaves no spinning thread.
+        late._arr[1] = 2
+        while late.num_enter != 1 and peer.is_alive():
+            time.sleep(0.005)
+        late._arr[2] = 1
+        peer.join(5)
+        self.assertFalse(peer.is_alive())
+
+
+class CleanupTest(Case):
+
+    def test_cleanup_deletes_a_live_job_and_its_exit_handler_deletes_the_next(self):
+        pa, job_a = get_shm_prefix(['/a'], ['s3://x'], LEADER)
+        clean_stale_shared_memory()  # no liveness check
+        self.assertFalse(self.exists(pa, 'locals'))
+        pb, job_b = get_shm_prefix(['/a'], ['s3://x'], LEADER)  # same dir: nothing to conflict with
+        self.assertEqual(pb, pa)
+        job_a.cleanup()  # job A exits normally: its exit handler unlinks by name
+        self.assertFalse(self.exists(pb, 'locals'), "job A's exit removed job B's live registration")
+        job_b.close()
+
+    def test_cleanup_stops_at_the_first_gap(self):
+        self.leak_locals(0, ['/x'])
+        self.leak(2, 'barrier')
+        clean_stale_shared_memory()
+        self.assertFalse(self.exists(0, 'locals'))
+        self.assertTrue(self.exists(2, 'barrier'))
+
+    def test_cleanup_ignores_lock_files(self):
+        self.lock_file(0)
+        self.leak(0, 'barrier')
+        clean_stale_shared_memory()
+        self.assertFalse(self.exists(0, 'barrier'))
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, f'{self.root}000000_barrier_filelock')))
+
+
+class AdapterTest(Case):
+    """The adapter run as the harness runs it: a subprocess with a hand-built environment."""
+
+    def env(self, rank=0, world_size=1, local_world_size=1, ops=None, dirs=None, **extra):
+        env = {
+            'PATH': '/usr/bin:/bin',
+            'PYTHONDONTWRITEBYTECODE': '1',
+            'SHMSTRESS_ROLE': 'rank',
+            'SHMSTRESS_JOB': '0',
+            'SHMSTRESS_JOB_KEY': 'job0',
+            'SHMSTRESS_RANK': str(rank),
+            'RANK': str(rank),
+            'SHMSTRESS_WORLD_SIZE': str(world_size),
+            'WORLD_SIZE': str(world_size),
+            'SHMSTRESS_LOCAL_RANK': str(rank % local_world_size),
+            'LOCAL_RANK': str(rank % local_world_size),
+            'SHMSTRESS_LOCAL_WORLD_SIZE': str(local_world_size),
+            'LOCAL_WORLD_SIZE': str(local_world_size),
+            'SHMSTRESS_DIRS': json.dumps(dirs if dirs is not None else [{'path': '/data/0', 'remote': True}]),
+            'SHMSTRESS_OPS': json.dumps(ops if ops is not None else {}),
+            'SHMSTRESS_SEED': str(1000 + rank),
+            'SHMSTRESS_ROOT': self.root,
+            'SHMSTRESS_LOCK_DIR': self.tmp,
+            'TMPDIR': self.tmp,
+            'SHMSTRESS_EVENTS': self.events_path,
+            'SHMSTRESS_STREAMING_PATH': HERE,
+            'SHMSTRESS_ACQUIRE_TIMEOUT_MS': '5000',
+            'SHMSTRESS_BARRIER_TIMEOUT_MS': '3000',
+        }
+        env.update(extra)
+        return env
+
+    def setUp(self):
+        super().setUp()
+        self.events_path = os.path.join(self.tmp, 'history.jsonl')
+        self.procs = []
+
+    def tearDown(self):
+        for proc in self.procs:  # only the processes this test started, by their own handle
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        super().tearDown()
+
+    def start(self, env, events_fd=None):
+        cmd = [PYTHON, ADAPTER, 'worker']
+        fds = ()
+        if events_fd is not None:
+            env = dict(env, SHMSTRESS_EVENTS_FD=str(events_fd))
+            fds = (events_fd,)
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=fds)
+        self.procs.append(proc)
+        return proc
+
+    def finish(self, proc, timeout=30):
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            self.fail(f'adapter pid {proc.pid} hung; stderr: {err.decode(errors="replace")}')
+        return proc.returncode, err.decode(errors='replace')
+
+    def events(self):
+        with open(self.events_path, 'rb') as f:
+            raw = f.read()
+        self.assertTrue(raw.endswith(b'\n'))
+        out = []
+        for line in raw.split(b'\n')[:-1]:
+            self.assertLessEqual(len(line) + 1, 4096)
+            e = json.loads(line)
+            for key in ('t', 'type', 'pid', 'job', 'rank', 'local_rank'):
+                self.assertIn(key, e, line)
+            self.assertIsInstance(e['t'], int)
+            out.append(e)
+        return out
+
+    def check_pairs(self, events):
+        """Every invoke is closed by exactly one ok/fail of the same op and id, later, same pid."""
+        ops = {}
+        for e in events:
+            if e['type'] == 'invoke':
+                key = (e['pid'], e['id'])
+                self.assertNotIn(key, ops, f'duplicate id {key}')
+                self.assertIsInstance(e['args'], dict)
+                ops[key] = {'invoke': e, 'done': None}
+            elif e['type'] in ('ok', 'fail'):
+                key = (e['pid'], e['id'])
+                self.assertIn(key, ops, f'{e["type"]} without invoke: {e}')
+                self.assertIsNone(ops[key]['done'], f'closed twice: {e}')
+                self.assertEqual(ops[key]['invoke']['op'], e['op'])
+                self.assertGreaterEqual(e['t'], ops[key]['invoke']['t'])
+                if e['type'] == 'ok':
+                    self.assertIsInstance(e['value'], dict)
+                else:
+                    self.assertEqual(set(e['error']), {'code', 'message', 'errno'})
+                ops[key]['done'] = e
+        for key, op in ops.items():
+            self.assertIsNotNone(op['done'], f'open invoke {key}')
+        return [(op['invoke']['op'], op['done']['type'], op['done'].get('value'), op['done'].get('error'))
+                for op in ops.values()]
+
+    def test_one_job_one_rank_full_workload(self):
+        ops = {'acquire': True, 'rounds': 2, 'round_jitter_ms': [0, 2], 'hold_ms': [0, 1], 'release': True,
+               'segments': ['shard_states'], 'clean_after': True, 'start_jitter_ms': [0, 3]}
+        fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            rc, err = self.finish(self.start(self.env(ops=ops), events_fd=fd))
+        finally:
+            os.close(fd)
+        self.assertEqual(rc, 0, err)
+        events = self.events()
+        self.assertEqual(events[0]['type'], 'subject')
+        self.assertIs(events[0]['available'], True)
+        self.assertEqual(events[0]['distributed'], 'none')
+        done = self.check_pairs(events)
+        self.assertEqual([(op, kind) for op, kind, _, _ in done],
+                         [('acquire', 'ok'), ('segment', 'ok'), ('barrier_attach', 'ok'), ('barrier', 'ok'),
+                          ('barrier', 'ok'), ('barrier_detach', 'ok'), ('release', 'ok'), ('clean', 'ok')])
+        acquire = done[0][2]
+        self.assertEqual(acquire, {'prefix': 0, 'present': [f'/{self.root}000000_locals']})
+        self.assertEqual(done[1][2], {'name': f'/{self.root}000000_shard_states'})
+        self.assertEqual([d[2] for d in done[3:5]], [{'round': 0}, {'round': 1}])
+        invokes = [e for e in events if e['type'] == 'invoke']
+        self.assertEqual([e['args'] for e in invokes if e['op'] == 'barrier'], [{'round': 0}, {'round': 1}])
+        self.assertEqual(sorted(done[7][2]['removed']),
+                         sorted(f'/{self.root}000000_{k}' for k in ('locals', 'barrier', 'shard_states')))
+        fds = [e for e in events if e['type'] == 'fds']
+        self.assertEqual(len(fds), 1)
+        self.assertGreater(fds[0]['count'], 3)
+        ok_acquire = next(i for i, e in enumerate(events) if e['type'] == 'ok' and e['op'] == 'acquire')
+        self.assertEqual(events[ok_acquire + 1]['type'], 'fds')
+        self.assertEqual(shm_names(self.root), [])
+
+    def test_two_ranks_with_the_emulated_process_group(self):
+        # The fixed pause before each round lets both ranks construct the barrier before either
+        # enters: a constructor running after a peer entered would reset the round (kept flaw).
+        ops = {'acquire': True, 'rounds': 3, 'round_jitter_ms': [150, 150], 'release': True}
+        procs = [self.start(self.env(rank=r, world_size=2, local_world_size=2, ops=ops,
+                                     SHMSTRESS_STANDIN_PROCESS_GROUP='file')) for r in range(2)]
+        for p in procs:
+            rc, err = self.finish(p)
+            self.assertEqual(rc, 0, err)
+        events = self.events()
+        self.assertEqual({e['distributed'] for e in events if e['type'] == 'subject'}, {'emulated'})
+        done = self.check_pairs(events)
+        self.assertEqual({v['prefix'] for op, _, v, _ in done if op == 'acquire'}, {0})
+        self.assertEqual(sum(1 for op, kind, _, _ in done if op == 'barrier' and kind == 'ok'), 6)
+
+    def test_a_failed_acquire_is_classified_and_exits_1(self):
+        self.leak_locals(0, ['/data/0'])  # a killed job's registration for our dir
+        rc, err = self.finish(self.start(self.env(ops={'acquire': True, 'rounds': 1})))
+        self.assertEqual(rc, 1, err)
+        done = self.check_pairs(self.events())
+        self.assertEqual(len(done), 1)
+        op, kind, _, error = done[0]
+        self.assertEqual((op, kind, error['code'], error['errno']), ('acquire', 'fail', 'in-use', 0))
+        self.assertIn('Reused local directory', error['message'])
+
+    def test_cleanup_role_reports_what_it_removed(self):
+        self.leak_locals(0, ['/x'])
+        self.leak(0, 'barrier')
+        self.leak(1, 'epoch_data')
+        self.leak(3, 'resume')  # above the gap: stays
+        env = self.env(SHMSTRESS_ROLE='cleanup', SHMSTRESS_JOB='-1', SHMSTRESS_RANK='-1')
+        del env['SHMSTRESS_OPS']
+        rc, err = self.finish(self.start(env))
+        self.assertEqual(rc, 0, err)
+        done = self.check_pairs(self.events())
+        self.assertEqual([(op, kind) for op, kind, _, _ in done], [('clean', 'ok')])
+        self.assertEqual(sorted(done[0][2]['removed']),
+                         sorted(f'/{self.root}{n}' for n in ('000000_locals', '000000_barrier', '000001_epoch_data')))
+        self.assertEqual(shm_names(self.root), [f'{self.root}000003_resume'])
+
+    def test_missing_package_is_reported_unavailable_with_exit_3(self):
+        if subprocess.run([PYTHON, '-c', 'import streaming'], capture_output=True, cwd=self.tmp,
+                          check=False).returncode == 0:
+            self.skipTest('a streaming package is installed for /usr/bin/python3')
+        empty = os.path.join(self.tmp, 'empty')
+        os.mkdir(empty)
+        rc, err = self.finish(self.start(self.env(SHMSTRESS_STREAMING_PATH=empty, ops={'acquire': True})))
+        self.assertEqual(rc, 3, err)
+        events = self.events()
+        self.assertEqual(len(events), 1)
+        self.assertEqual(events[0]['type'], 'subject')
+        self.assertIs(events[0]['available'], False)
+        self.assertIn('streaming', events[0]['reason'])
+
+    def test_bad_environment_exits_2(self):
+        rc, _ = self.finish(self.start(self.env(SHMSTRESS_OPS='{not json')))
+        self.assertEqual(rc, 2)
+
+
+def tearDownModule():  # pylint: disable=invalid-name
+    left = shm_names(ROOT_BASE)
+    for n in left:
+        os.unlink(os.path.join(SHM, n))
+    if left:
+        raise AssertionError(f'left in /dev/shm: {left}')
+
+
+if __name__ == '__main__':
+    unittest.main()
