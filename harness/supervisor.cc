@@ -169,6 +169,7 @@ class Supervisor {
     env["SHMSTRESS_ROOT"] = root_;
     env["SHMSTRESS_LOCK_DIR"] = lock_dir;
     env["TMPDIR"] = lock_dir;  // subjects that put lock files in $TMPDIR stay inside the trial
+    if (cfg_.allow_shared_shm) env["SHMSTRESS_ALLOW_SHARED_SHM"] = "1";  // the user said so
     std::vector<std::string> kvs;
     for (const auto& [k, v] : env) kvs.push_back(k + "=" + v);
     fs::path dir = cfg_.trial_dir + "/" + label;
