@@ -15,9 +15,11 @@
 
 #include "checker.h"
 #include "injector.h"
+#include "reports/live.h"  // --listen, --pushgateway
 #include "reports/reports.h"
 #include "run.h"
 #include "shrink.h"
+#include "subject_check.h"
 #include "worker.h"
 
 namespace fs = std::filesystem;
@@ -411,6 +413,28 @@ int cmd_shrink(const fs::path& dir, ShrinkOptions so, std::string worker_bin, bo
   return 0;
 }
 
+// Validates a program as a subject against docs/worker-protocol.md.
+int cmd_subject_check(const std::string& cmd) {
+  std::vector<std::string> argv;
+  for (std::size_t i = 0; i < cmd.size();) {
+    std::size_t j = cmd.find(' ', i);
+    if (j == std::string::npos) j = cmd.size();
+    if (j > i) argv.push_back(cmd.substr(i, j - i));
+    i = j + 1;
+  }
+  if (argv.empty()) {
+    std::fprintf(stderr, "shmstress subject-check: give the subject's command\n");
+    return 2;
+  }
+  bool all = true;
+  for (const auto& l : subject_check(argv, self_exe())) {
+    std::printf("%s  %s: %s\n", l.ok ? "PASS" : "FAIL", l.what.c_str(), l.detail.c_str());
+    all &= l.ok;
+  }
+  std::printf("%s\n", all ? "the subject speaks worker protocol v1" : "the subject does not pass: see docs/worker-protocol.md");
+  return all ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "worker") return worker_main();
 
@@ -451,6 +475,13 @@ int main(int argc, char** argv) {
   std::string junit_file, metrics_file;
   run_cmd->add_option("--junit", junit_file, "also write JUnit XML here (docs/reports.md)");
   run_cmd->add_option("--metrics-file", metrics_file, "also write a Prometheus textfile here, atomically (docs/reports.md)");
+  // ---- live metrics: --listen, --pushgateway (reports/live.h, docs/reports.md) ----
+  reports::LiveOptions live_opt;
+  run_cmd->add_option("--listen", live_opt.listen, "serve live /metrics on HOST:PORT during the run, e.g. 127.0.0.1:9464 (loopback only unless --listen-any)");
+  run_cmd->add_flag("--listen-any", live_opt.listen_any, "allow --listen on a non-loopback address (reachable from other machines)");
+  run_cmd->add_option("--pushgateway", live_opt.pushgateway, "at the end, push the run's metrics to this Pushgateway, http://HOST:PORT (a failed push only warns)");
+  run_cmd->add_option("--push-timeout", live_opt.push_timeout, "give up on the push after this long (default 10s)");
+  // ---- end live metrics ----
 
   std::string list_dir = "scenarios";
   auto* list_cmd = app.add_subcommand("list", "list scenarios, invariants, fault kinds and subjects");
@@ -482,6 +513,11 @@ int main(int argc, char** argv) {
   shrink_cmd->add_option("--budget", shrink_opt.budget, "at most this many candidates (default 150)")->check(CLI::Range(1, 100000));
   shrink_cmd->add_option("--worker-bin", shrink_worker, "native worker binary (default: the run's, else this one)");
   shrink_cmd->add_flag("--no-mount-ns", shrink_no_mount_ns, "isolate trials by name root instead of a private /dev/shm");
+  std::string check_subject;
+  auto* subject_check_cmd =
+      app.add_subcommand("subject-check", "validate a program as a subject (worker protocol, isolation, SIGTERM)");
+  subject_check_cmd->add_option("command", check_subject, "the subject's command, e.g. \"/usr/bin/python3 subjects/streaming/adapter.py\"")
+      ->required();
   auto* replay_cmd = app.add_subcommand("replay", "re-run one trial's exact schedule and report how often it fails again");
   replay_cmd->add_option("dir", replay.dir, "a trial directory (<run>/<scenario>/trial-<n>)")->required()->check(CLI::ExistingDirectory);
   replay_cmd->add_option("--times", replay.times, "replays (default 10)")->check(CLI::Range(1, 100000));
@@ -502,6 +538,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("clean")) return cmd_clean();
   if (report_cmd->parsed()) return cmd_report(report_dir, junit_file, metrics_file, report_all);
   if (replay_cmd->parsed()) return cmd_replay(replay, argv[0]);
+  if (subject_check_cmd->parsed()) return cmd_subject_check(check_subject);
   if (shrink_cmd->parsed()) return cmd_shrink(shrink_dir, shrink_opt, shrink_worker, shrink_no_mount_ns, argv[0]);
 
   if (!duration.empty()) {
@@ -555,6 +592,22 @@ int main(int argc, char** argv) {
     std::error_code ec;
     if (fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path(), ec);
   }
+  // ---- live metrics: validate, bind /metrics, update it after every trial ----
+  std::unique_ptr<reports::LiveReporting> live;
+  if (!live_opt.listen.empty() || !live_opt.pushgateway.empty()) {
+    live_opt.subject = ro.subject;
+    int live_rc = 0;
+    live = reports::LiveReporting::start(live_opt, &err, &live_rc);
+    if (!live) {
+      std::fprintf(stderr, "shmstress run: %s\n", err.c_str());
+      return live_rc;
+    }
+    ro.on_trial = [&live, next = ro.on_trial](const RunResult& so_far) {
+      if (next) next(so_far);
+      live->on_trial(so_far);
+    };
+  }
+  // ---- end live metrics ----
   RunResult r = run(scenarios, ro);
   reports::console_summary(stdout, r, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
   std::string summary = r.out_dir + "/summary.json";
@@ -571,6 +624,9 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  // ---- live metrics: the final values, then the push (a failed push only warns) ----
+  if (live) return live->finish(r, write_ci_reports(r, rc, junit_file, metrics_file) ? rc : 3);
+  // ---- end live metrics ----
   if (!write_ci_reports(r, rc, junit_file, metrics_file)) return 3;
   return rc;
 }

@@ -1,9 +1,11 @@
 // Prometheus text exposition format (0.0.4) for node_exporter's textfile
-// collector. Labels are only scenario, invariant, fault, state and subject:
-// bounded by the catalog, never by seeds, trials or pids, so a nightly soak
-// does not grow the TSDB.
+// collector, and the model (metrics_families) that the live /metrics endpoint
+// and the Pushgateway push (live.cc) render too. Labels are only scenario,
+// invariant, fault, state and subject: bounded by the catalog, never by seeds,
+// trials or pids, so a nightly soak does not grow the TSDB.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -63,36 +65,15 @@ std::string labels_text(const Labels& l) {
   return s + "}";
 }
 
-class Writer {
- public:
-  void family(const std::string& name, const char* type, const char* help) {
-    out_ += fmt::format("# HELP shmstress_{} {}\n# TYPE shmstress_{} {}\n", name, help, name, type);
-  }
-  void sample(const std::string& name, const Labels& l, double v) {
-    out_ += "shmstress_" + name + labels_text(l) + " " + num(v) + "\n";
-  }
-  void histogram(const std::string& name, Labels l, const std::vector<double>& seconds) {
-    const auto& bounds = latency_buckets_s();
-    std::vector<std::uint64_t> counts(bounds.size(), 0);
-    double sum = 0;
-    for (double s : seconds) {
-      sum += s;
-      for (std::size_t i = 0; i < bounds.size(); ++i) counts[i] += s <= bounds[i] ? 1 : 0;
-    }
-    for (std::size_t i = 0; i <= bounds.size(); ++i) {
-      Labels b = l;
-      b.emplace_back("le", i < bounds.size() ? num(bounds[i]) : "+Inf");
-      sample(name + "_bucket", b,
-             static_cast<double>(i < bounds.size() ? counts[i] : seconds.size()));
-    }
-    sample(name + "_sum", l, sum);
-    sample(name + "_count", l, static_cast<double>(seconds.size()));
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
+// The latency histograms' bucket bounds as `le` values.
+const std::vector<std::string>& bucket_labels() {
+  static const std::vector<std::string> le = [] {
+    std::vector<std::string> v;
+    for (double b : latency_buckets_s()) v.push_back(num(b));
+    return v;
+  }();
+  return le;
+}
 
 }  // namespace
 
@@ -103,92 +84,162 @@ const std::vector<double>& latency_buckets_s() {
   return b;
 }
 
-std::string metrics_text(const harness::RunResult& r, const MetricsOptions& o) {
-  using harness::Verdict;
-  const std::string& subject = r.subject;
-  std::map<std::string, int> trials, unavailable;
-  std::map<std::pair<std::string, std::string>, int> violations, inconclusive, reached, faults;
-  std::map<std::string, std::vector<double>> acquire, barrier;
-  for (const auto& t : r.trials) {
-    ++trials[t.scenario];
-    unavailable[t.scenario] += t.unavailable.empty() ? 0 : 1;
-    for (const auto& c : t.checks) {
-      // Every checked invariant gets a series, 0 included, so "no violations"
-      // is a value a dashboard can show, not a missing series.
-      violations[{t.scenario, c.invariant}] += c.verdict == Verdict::kInvalid;
-      inconclusive[{t.scenario, c.invariant}] += c.verdict == Verdict::kUnknown;
-    }
-    for (const auto& [kind, n] : t.faults) faults[{t.scenario, kind}] += n;
-    for (const auto& s : t.reached) ++reached[{t.scenario, s}];
-    auto& a = acquire[t.scenario];
-    for (double ms : t.acquire_ms) a.push_back(ms / 1000);
-    auto& b = barrier[t.scenario];
-    for (double ms : t.barrier_ms) b.push_back(ms / 1000);
-  }
+void MetricsTally::Histogram::observe(double seconds) {
+  const auto& bounds = latency_buckets_s();
+  if (counts.empty()) counts.assign(bounds.size(), 0);
+  // The first bound that holds it; past the last one only +Inf (count) does.
+  auto it = std::lower_bound(bounds.begin(), bounds.end(), seconds);
+  if (it != bounds.end()) ++counts[static_cast<std::size_t>(it - bounds.begin())];
+  ++count;
+  sum += seconds;
+}
 
-  Writer w;
-  w.family("trials_total", "counter", "Trials finished in the last run, by scenario.");
-  for (const auto& [s, n] : trials)
-    w.sample("trials_total", {{"scenario", s}, {"subject", subject}}, n);
-  w.family("unavailable_total", "counter",
-           "Trials of the last run the subject could not run at all (nothing was checked).");
-  for (const auto& [s, n] : unavailable)
-    w.sample("unavailable_total", {{"scenario", s}, {"subject", subject}}, n);
-  w.family("violations_total", "counter",
-           "Trials of the last run in which the invariant was violated.");
-  for (const auto& [k, n] : violations) {
-    w.sample("violations_total",
-             {{"scenario", k.first}, {"invariant", k.second}, {"subject", subject}}, n);
+void MetricsTally::add(const harness::TrialResult& t) {
+  using harness::Verdict;
+  ++n_;
+  ++trials_[t.scenario];
+  unavailable_[t.scenario] += t.unavailable.empty() ? 0 : 1;
+  violating_[t.scenario] += t.verdict == Verdict::kInvalid ? 1 : 0;
+  for (const auto& c : t.checks) {
+    // Every checked invariant gets a series, 0 included, so "no violations"
+    // is a value a dashboard can show, not a missing series.
+    violations_[{t.scenario, c.invariant}] += c.verdict == Verdict::kInvalid;
+    inconclusive_[{t.scenario, c.invariant}] += c.verdict == Verdict::kUnknown;
   }
-  w.family("inconclusive_total", "counter",
-           "Trials of the last run in which the invariant could not be decided.");
-  for (const auto& [k, n] : inconclusive) {
-    w.sample("inconclusive_total",
-             {{"scenario", k.first}, {"invariant", k.second}, {"subject", subject}}, n);
-  }
-  w.family("faults_total", "counter", "Faults injected in the last run, by kind.");
-  for (const auto& [k, n] : faults) {
-    w.sample("faults_total", {{"scenario", k.first}, {"fault", k.second}, {"subject", subject}}, n);
-  }
-  w.family("reached_total", "counter",
-           "Trials of the last run that reached the interleaving state.");
-  for (const auto& [k, n] : reached) {
-    w.sample("reached_total", {{"scenario", k.first}, {"state", k.second}, {"subject", subject}},
-             n);
-  }
-  w.family("acquire_latency_seconds", "histogram",
-           "Latency of successful prefix acquires in the last run.");
-  for (const auto& [s, v] : acquire)
-    w.histogram("acquire_latency_seconds", {{"scenario", s}, {"subject", subject}}, v);
-  w.family("barrier_latency_seconds", "histogram",
-           "Latency of successful barrier rounds in the last run.");
-  for (const auto& [s, v] : barrier)
-    w.histogram("barrier_latency_seconds", {{"scenario", s}, {"subject", subject}}, v);
-  w.family("run_duration_seconds", "gauge",
-           "Wall-clock duration of the last run (so far, while in progress).");
-  w.sample("run_duration_seconds", {{"subject", subject}}, r.elapsed);
-  w.family("run_in_progress", "gauge",
-           "1 while a run is still going (a live soak), 0 once it finished.");
-  w.sample("run_in_progress", {{"subject", subject}}, o.in_progress ? 1 : 0);
+  for (const auto& [kind, n] : t.faults) faults_[{t.scenario, kind}] += n;
+  for (const auto& s : t.reached) ++reached_[{t.scenario, s}];
+  // Every scenario gets its histograms, empty ones included.
+  auto& a = acquire_[t.scenario];
+  for (double ms : t.acquire_ms) a.observe(ms / 1000);
+  auto& b = barrier_[t.scenario];
+  for (double ms : t.barrier_ms) b.observe(ms / 1000);
+  auto& r = recovery_[t.scenario];
+  for (double ms : t.recovery_ms) r.observe(ms / 1000);
+}
+
+std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std::string& subject,
+                                           double elapsed_s, const MetricsOptions& o) {
+  std::vector<MetricFamily> out;
+  auto family = [&](const char* name, const char* type, const char* help) -> MetricFamily& {
+    out.push_back(MetricFamily{std::string("shmstress_") + name, type, help, {}});
+    return out.back();
+  };
+  auto value = [](MetricFamily& f, Labels l, double v) {
+    MetricSample s;
+    s.labels = std::move(l);
+    s.value = v;
+    f.samples.push_back(std::move(s));
+  };
+  auto by_scenario = [&](MetricFamily& f, const std::map<std::string, int>& m) {
+    for (const auto& [s, n] : m) value(f, {{"scenario", s}, {"subject", subject}}, n);
+  };
+  auto by_key = [&](MetricFamily& f, const char* label, const std::map<MetricsTally::Key, int>& m) {
+    for (const auto& [k, n] : m)
+      value(f, {{"scenario", k.first}, {label, k.second}, {"subject", subject}}, n);
+  };
+  auto histograms = [&](MetricFamily& f, const std::map<std::string, MetricsTally::Histogram>& m) {
+    const std::size_t bounds = latency_buckets_s().size();
+    for (const auto& [scenario, h] : m) {
+      MetricSample s;
+      s.labels = {{"scenario", scenario}, {"subject", subject}};
+      s.buckets.assign(bounds, 0);
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < bounds && !h.counts.empty(); ++i) s.buckets[i] = cumulative += h.counts[i];
+      s.count = h.count;
+      s.sum = h.sum;
+      f.samples.push_back(std::move(s));
+    }
+  };
+
+  by_scenario(family("trials_total", "counter", "Trials finished in the last run, by scenario."),
+              tally.trials_);
+  by_scenario(family("violating_trials_total", "counter",
+                     "Trials of the last run in which some invariant was violated."),
+              tally.violating_);
+  by_scenario(family("unavailable_total", "counter",
+                     "Trials of the last run the subject could not run at all (nothing was checked)."),
+              tally.unavailable_);
+  by_key(family("violations_total", "counter",
+                "Trials of the last run in which the invariant was violated."),
+         "invariant", tally.violations_);
+  by_key(family("inconclusive_total", "counter",
+                "Trials of the last run in which the invariant could not be decided."),
+         "invariant", tally.inconclusive_);
+  by_key(family("faults_total", "counter", "Faults injected in the last run, by kind."), "fault",
+         tally.faults_);
+  by_key(family("reached_total", "counter",
+                "Trials of the last run that reached the interleaving state."),
+         "state", tally.reached_);
+  histograms(family("acquire_latency_seconds", "histogram",
+                    "Latency of successful prefix acquires in the last run."),
+             tally.acquire_);
+  histograms(family("barrier_latency_seconds", "histogram",
+                    "Latency of successful barrier rounds in the last run."),
+             tally.barrier_);
+  histograms(family("recovery_seconds", "histogram",
+                    "Time from the end of a fault window to the next successful barrier round, "
+                    "in the last run."),
+             tally.recovery_);
+  value(family("run_duration_seconds", "gauge",
+               "Wall-clock duration of the last run (so far, while in progress)."),
+        {{"subject", subject}}, elapsed_s);
+  value(family("run_in_progress", "gauge",
+               "1 while a run is still going (a live soak), 0 once it finished."),
+        {{"subject", subject}}, o.in_progress ? 1 : 0);
   if (!o.in_progress) {
-    w.family("run_exit_code", "gauge",
-             "Exit code of the last run (0 ok, 1 violation, 3 harness failure, 4 inconclusive).");
-    w.sample("run_exit_code", {{"subject", subject}}, o.exit_code);
+    value(family("run_exit_code", "gauge",
+                 "Exit code of the last run (0 ok, 1 violation, 3 harness failure, 4 inconclusive)."),
+          {{"subject", subject}}, o.exit_code);
   }
   // Runs that have not finished, or not succeeded, repeat what the file said.
   std::optional<double> finished = o.in_progress ? o.previous_run : std::optional<double>(o.now_s);
   if (finished) {
-    w.family("last_run_timestamp_seconds", "gauge", "Unix time the last run finished.");
-    w.sample("last_run_timestamp_seconds", {{"subject", subject}}, *finished);
+    value(family("last_run_timestamp_seconds", "gauge", "Unix time the last run finished."),
+          {{"subject", subject}}, *finished);
   }
   std::optional<double> success =
       !o.in_progress && o.exit_code == 0 ? std::optional<double>(o.now_s) : o.previous_success;
   if (success) {
-    w.family("last_success_timestamp_seconds", "gauge",
-             "Unix time a run last finished with exit code 0.");
-    w.sample("last_success_timestamp_seconds", {{"subject", subject}}, *success);
+    value(family("last_success_timestamp_seconds", "gauge",
+                 "Unix time a run last finished with exit code 0."),
+          {{"subject", subject}}, *success);
   }
-  return w.take();
+  return out;
+}
+
+std::vector<MetricFamily> metrics_families(const harness::RunResult& r, const MetricsOptions& o) {
+  MetricsTally tally;
+  for (const auto& t : r.trials) tally.add(t);
+  return metrics_families(tally, r.subject, r.elapsed, o);
+}
+
+std::string metrics_text(const std::vector<MetricFamily>& families) {
+  std::string out;
+  auto sample = [&](const std::string& name, const Labels& l, const std::string& v) {
+    out += name + labels_text(l) + " " + v + "\n";
+  };
+  for (const auto& f : families) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, f.type);
+    for (const auto& s : f.samples) {
+      if (f.type != "histogram") {
+        sample(f.name, s.labels, num(s.value));
+        continue;
+      }
+      const auto& le = bucket_labels();
+      for (std::size_t i = 0; i <= le.size(); ++i) {
+        Labels b = s.labels;
+        b.emplace_back("le", i < le.size() ? le[i] : "+Inf");
+        sample(f.name + "_bucket", b, std::to_string(i < le.size() ? s.buckets[i] : s.count));
+      }
+      sample(f.name + "_sum", s.labels, num(s.sum));
+      sample(f.name + "_count", s.labels, std::to_string(s.count));
+    }
+  }
+  return out;
+}
+
+std::string metrics_text(const harness::RunResult& r, const MetricsOptions& o) {
+  return metrics_text(metrics_families(r, o));
 }
 
 std::optional<double> read_metric(const std::string& path, const std::string& name,

@@ -139,6 +139,8 @@ RunResult Sample2() {
   a.reached = {"killed-while-holding"};
   a.acquire_ms = {0.05, 0.3, 2.0};  // 50 us, 300 us, 2 ms
   a.barrier_ms = {20000};           // 20 s: past the last bucket
+  a.recovery_ms = {150, 40};
+  a.verdict = Verdict::kInvalid;
   TrialResult b = a;
   b.seed = 7654321;
   b.checks = {Check("prefix.unique", Verdict::kUnknown), Check("cleanup.safety", Verdict::kValid)};
@@ -146,6 +148,8 @@ RunResult Sample2() {
   b.reached = {};
   b.acquire_ms = {1.0};
   b.barrier_ms = {};
+  b.recovery_ms = {};
+  b.verdict = Verdict::kUnknown;
   TrialResult c;
   c.scenario = "basic \"quoted\"\\path";
   c.checks = {Check("prefix.unique", Verdict::kValid)};
@@ -220,7 +224,7 @@ TEST(Metrics, LatencyHistogramsAreCumulativeInSeconds) {
     for (const auto& [k, v] : labels) key += "," + k + "=" + v;
     series[key].push_back({le, s.value});
   }
-  EXPECT_EQ(series.size(), 4u);  // 2 scenarios x 2 histograms
+  EXPECT_EQ(series.size(), 6u);  // 2 scenarios x 3 histograms
   for (auto& [key, b] : series) {
     EXPECT_EQ(b.size(), latency_buckets_s().size() + 1) << key;
     for (std::size_t i = 1; i < b.size(); ++i) {
@@ -228,6 +232,39 @@ TEST(Metrics, LatencyHistogramsAreCumulativeInSeconds) {
       EXPECT_LE(b[i - 1].second, b[i].second) << key;
     }
   }
+}
+
+TEST(Metrics, RecoveryHistogramAndViolatingTrials) {
+  MetricsOptions o;
+  auto e = Parse(metrics_text(Sample2(), o));
+  EXPECT_EQ(e.types["shmstress_recovery_seconds"], "histogram");
+  const std::map<std::string, std::string> l = {{"scenario", "kill-holder"}};
+  auto bucket = [&](const char* le) {
+    auto m = l;
+    m["le"] = le;
+    return e.get("shmstress_recovery_seconds_bucket", m);
+  };
+  EXPECT_EQ(bucket("0.025"), 0);
+  EXPECT_EQ(bucket("0.05"), 1);   // 40 ms
+  EXPECT_EQ(bucket("0.25"), 2);   // + 150 ms
+  EXPECT_EQ(bucket("+Inf"), 2);
+  EXPECT_NEAR(*e.get("shmstress_recovery_seconds_sum", l), 0.19, 1e-12);
+  // A scenario without recoveries still has its (empty) histogram.
+  EXPECT_EQ(e.get("shmstress_recovery_seconds_count", {{"scenario", "basic \"quoted\"\\path"}}), 0);
+  // Trials with some violation: a failure rate is violating_trials / trials.
+  EXPECT_EQ(e.get("shmstress_violating_trials_total", l), 1);
+  EXPECT_EQ(e.get("shmstress_violating_trials_total", {{"scenario", "basic \"quoted\"\\path"}}), 0);
+}
+
+// Adding trials one at a time (the live endpoint) gives what the whole run gives.
+TEST(Metrics, TallyIsIncremental) {
+  RunResult r = Sample2();
+  MetricsOptions o;
+  o.now_s = 1700000000;
+  MetricsTally tally;
+  for (const auto& t : r.trials) tally.add(t);
+  EXPECT_EQ(tally.trials(), 3u);
+  EXPECT_EQ(metrics_text(metrics_families(tally, r.subject, r.elapsed, o)), metrics_text(r, o));
 }
 
 TEST(Metrics, LowCardinalityLabelsOnly) {

@@ -1,6 +1,7 @@
 // Report formats: each a pure function of a finished (or in-progress) run.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -61,8 +62,54 @@ struct MetricsOptions {
   // finish / succeed" instead of vanishing.
   std::optional<double> previous_run, previous_success;
 };
+
+// The one model every Prometheus output renders: the textfile (metrics_text),
+// the live /metrics endpoint and the Pushgateway push (reports/live.h), so all
+// three carry the same names, labels and buckets.
+struct MetricSample {
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;                    // counter, gauge
+  std::vector<std::uint64_t> buckets;  // histogram: cumulative counts, one per latency_buckets_s()
+  std::uint64_t count = 0;             // histogram: observations (the +Inf bucket)
+  double sum = 0;                      // histogram: their sum
+};
+struct MetricFamily {
+  std::string name;  // in full: "shmstress_trials_total"
+  std::string type;  // "counter", "gauge" or "histogram"
+  std::string help;
+  std::vector<MetricSample> samples;
+};
+// What the counters and histograms count, one finished trial at a time, so a
+// live endpoint adds each new trial instead of re-reading a whole soak.
+// Histograms keep bucket counts only: bounded memory however long the run.
+class MetricsTally {
+ public:
+  void add(const harness::TrialResult& t);
+  std::size_t trials() const { return n_; }
+
+ private:
+  struct Histogram {
+    std::vector<std::uint64_t> counts;  // per bound, not cumulative; empty until the first
+    std::uint64_t count = 0;
+    double sum = 0;
+    void observe(double seconds);
+  };
+  using Key = std::pair<std::string, std::string>;  // (scenario, invariant / fault / state)
+  std::size_t n_ = 0;
+  std::map<std::string, int> trials_, unavailable_, violating_;
+  std::map<Key, int> violations_, inconclusive_, reached_, faults_;
+  std::map<std::string, Histogram> acquire_, barrier_, recovery_;
+  friend std::vector<MetricFamily> metrics_families(const MetricsTally&, const std::string&, double,
+                                                    const MetricsOptions&);
+};
+// Every family, in the textfile's order. `subject` and `elapsed_s` are the run's.
+std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std::string& subject,
+                                           double elapsed_s, const MetricsOptions& o);
+std::vector<MetricFamily> metrics_families(const harness::RunResult& r, const MetricsOptions& o);
+// Text exposition format 0.0.4 of the families (the textfile, the push body).
+std::string metrics_text(const std::vector<MetricFamily>& families);
 std::string metrics_text(const harness::RunResult& r, const MetricsOptions& o);
-// Histogram buckets (seconds) of the acquire and barrier latency histograms.
+// Histogram buckets (seconds) of the latency and recovery histograms.
 const std::vector<double>& latency_buckets_s();
 // The value of `name{subject="..."}` in an existing textfile, if it has one.
 std::optional<double> read_metric(const std::string& path, const std::string& name,
