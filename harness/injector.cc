@@ -1,6 +1,7 @@
 #include "injector.h"
 
 #include <algorithm>
+#include <set>
 #include <cerrno>
 #include <cstdlib>
 
@@ -70,6 +71,20 @@ std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rn
   } else {
     *rank = std::uniform_int_distribution<int>(0, nranks - 1)(rng);
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> pick_distinct_targets(const FaultSpec& f, const Scenario& s, Rng& rng, int count,
+                                                 std::vector<std::pair<int, int>>* out) {
+  if (count < 1 || count > 256) return std::string("'count' must be in [1, 256]");
+  std::set<std::pair<int, int>> chosen;
+  for (int tries = 0; static_cast<int>(chosen.size()) < count && tries < 1000; ++tries) {
+    int job, rank;
+    if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
+    chosen.insert({job, rank});
+  }
+  if (static_cast<int>(chosen.size()) < count) return std::string("'count' exceeds the ranks it can choose from");
+  out->assign(chosen.begin(), chosen.end());
   return std::nullopt;
 }
 

@@ -44,6 +44,9 @@ std::optional<std::string> param_range(const FaultSpec& f, const std::string& ke
 std::int64_t pick_ns(Rng& rng, MsRange r);
 // Target (job, rank): from params "job"/"rank" if present, else seeded random. Returns error text.
 std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rng& rng, int* job, int* rank);
+// `count` distinct (job, rank) targets, each picked like pick_target.
+std::optional<std::string> pick_distinct_targets(const FaultSpec& f, const Scenario& s, Rng& rng, int count,
+                                                 std::vector<std::pair<int, int>>* out);
 // "EACCES", "EPERM", ... or a number; "random" picks one of EACCES/EPERM/EIO
 // with the rng. nullopt for an unknown name.
 std::optional<int> errno_param(const std::string& name, Rng& rng);

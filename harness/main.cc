@@ -413,8 +413,8 @@ int cmd_shrink(const fs::path& dir, ShrinkOptions so, std::string worker_bin, bo
   return 0;
 }
 
-// Validates a program as a subject against docs/worker-protocol.md.
-int cmd_subject_check(const std::string& cmd) {
+// A subject's command as argv: split on spaces, no shell, no quoting.
+std::vector<std::string> split_command(const std::string& cmd) {
   std::vector<std::string> argv;
   for (std::size_t i = 0; i < cmd.size();) {
     std::size_t j = cmd.find(' ', i);
@@ -422,6 +422,12 @@ int cmd_subject_check(const std::string& cmd) {
     if (j > i) argv.push_back(cmd.substr(i, j - i));
     i = j + 1;
   }
+  return argv;
+}
+
+// Validates a program as a subject against docs/worker-protocol.md.
+int cmd_subject_check(const std::string& cmd) {
+  std::vector<std::string> argv = split_command(cmd);
   if (argv.empty()) {
     std::fprintf(stderr, "shmstress subject-check: give the subject's command\n");
     return 2;
@@ -564,13 +570,7 @@ int main(int argc, char** argv) {
   ro.metrics_file = metrics_file;
   ro.allow_shared_shm = allow_shared_shm;
   if (ro.subject.rfind("exec:", 0) == 0) {  // argv split on spaces; no shell
-    std::string cmd = ro.subject.substr(5);
-    for (std::size_t i = 0; i < cmd.size();) {
-      std::size_t j = cmd.find(' ', i);
-      if (j == std::string::npos) j = cmd.size();
-      if (j > i) ro.subject_command.push_back(cmd.substr(i, j - i));
-      i = j + 1;
-    }
+    ro.subject_command = split_command(ro.subject.substr(5));
     if (ro.subject_command.empty()) {
       std::fprintf(stderr, "shmstress run: --subject exec: needs a command\n");
       return 2;

@@ -2,7 +2,6 @@
 // Params: job, rank (random if absent), at = "10-200ms", count = distinct ranks
 // to kill (default 1; with `job` and no `rank`, ranks of that job).
 #include <csignal>
-#include <set>
 
 #include "injector.h"
 
@@ -13,15 +12,8 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   if (auto e = only_keys(f, {"job", "rank", "at", "count"})) return e;
   MsRange at;
   if (auto e = param_range(f, "at", MsRange{Ms(0), Ms(200)}, &at)) return e;
-  int count = f.params.value("count", 1);
-  if (count < 1 || count > 256) return std::string("'count' must be in [1, 256]");
-  std::set<std::pair<int, int>> chosen;
-  for (int tries = 0; static_cast<int>(chosen.size()) < count && tries < 1000; ++tries) {
-    int job, rank;
-    if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
-    chosen.insert({job, rank});
-  }
-  if (static_cast<int>(chosen.size()) < count) return std::string("'count' exceeds the ranks it can choose from");
+  std::vector<std::pair<int, int>> chosen;
+  if (auto e = pick_distinct_targets(f, s, rng, f.params.value("count", 1), &chosen)) return e;
   for (auto [job, rank] : chosen) {
     p.actions.push_back(Action{pick_ns(rng, at), job, rank, SIGKILL, "sigkill", "instant", {}});
   }

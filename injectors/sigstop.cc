@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-#include <set>
 
 #include "injector.h"
 
@@ -24,16 +23,8 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   if (auto e = param_range(f, "at", MsRange{Ms(0), Ms(200)}, &at)) return e;
   if (auto e = param_range(f, "duration", MsRange{Ms(1), Ms(2000)}, &dur)) return e;
   if (auto e = param_range(f, "stagger", MsRange{Ms(0), Ms(50)}, &stagger)) return e;
-  int count = f.params.value("count", 1);
-  if (count < 1 || count > 256) return std::string("'count' must be in [1, 256]");
-  std::set<std::pair<int, int>> chosen;
-  for (int tries = 0; static_cast<int>(chosen.size()) < count && tries < 1000; ++tries) {
-    int job, rank;
-    if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
-    chosen.insert({job, rank});
-  }
-  if (static_cast<int>(chosen.size()) < count) return std::string("'count' exceeds the ranks it can choose from");
-  std::vector<std::pair<int, int>> order(chosen.begin(), chosen.end());
+  std::vector<std::pair<int, int>> order;
+  if (auto e = pick_distinct_targets(f, s, rng, f.params.value("count", 1), &order)) return e;
   std::shuffle(order.begin(), order.end(), rng);
   // Stop one by one...
   std::int64_t t = pick_ns(rng, at);
