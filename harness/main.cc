@@ -279,6 +279,7 @@ int cmd_report(const std::string& dir, const std::string& junit, const std::stri
   reports::console_summary(stdout, r, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
   int n = write_timelines(r, scenarios, all);
   std::printf("timelines: %d written (timeline.json, timeline.html in each trial dir)\n", n);
+  if (reports::write_report_html(r, r.out_dir + "/report.html")) std::printf("report: %s/report.html\n", r.out_dir.c_str());
   if (!write_ci_reports(r, r.exit_code(), junit, metrics)) return 3;
   return r.exit_code();
 }
@@ -618,6 +619,7 @@ int main(int argc, char** argv) {
   std::printf("summary: %s (seed %llu)\n", summary.c_str(), static_cast<unsigned long long>(r.seed));
   const int rc = r.trials.empty() && !r.interrupted ? 3 : r.exit_code();
   int timelines = write_timelines(r, scenarios, false);
+  if (reports::write_report_html(r, r.out_dir + "/report.html")) std::printf("report: %s/report.html\n", r.out_dir.c_str());
   for (const auto& t : r.trials) {
     if (timelines > 0 && t.kept && t.verdict != Verdict::kValid) {
       std::printf("timelines: %d, e.g. %s/timeline.html\n", timelines, t.dir.c_str());

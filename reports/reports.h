@@ -21,6 +21,10 @@ nlohmann::json summary_json(const harness::RunResult& r);
 // Writes summary.json atomically (temp + rename).
 bool write_summary(const harness::RunResult& r, const std::string& path);
 
+// report.html: the whole run on one self-contained page (report_html.cc).
+std::string report_html(const harness::RunResult& r);
+bool write_report_html(const harness::RunResult& r, const std::string& path);
+
 // Console: a live progress line (TTY) or periodic plain lines, and the final table.
 struct Progress {
   int done = 0, planned = 0;  // planned < 0: unknown (duration mode)

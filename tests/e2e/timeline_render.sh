@@ -74,3 +74,14 @@ chromium_run --dump-dom "$SCRATCH/broken.dom" "$SCRATCH/broken.html"
 [[ -n $(console_lines "$SCRATCH/broken.dom.log") ]] || fail "a script error in the page went unnoticed"
 ! grep -q 'class="row lane"' "$SCRATCH/broken.dom" || fail "the broken page drew lanes anyway?"
 echo "ok: a page whose script throws is caught: $(console_lines "$SCRATCH/broken.dom.log" | head -1 | sed 's/^.*CONSOLE[^]]*] //')"
+
+# The run's report.html renders too: the verdict, the table, a link to the failing trial's timeline.
+report=$SCRATCH/run/report.html
+[[ -f $report ]] || fail "the run wrote no report.html"
+chromium_run "--screenshot=$SCRATCH/report.png" "$SCRATCH/report.out" "$report"
+(( $(stat -c %s "$SCRATCH/report.png") > 20000 )) || fail "the report screenshot looks empty"
+[[ -z $(console_lines "$SCRATCH/report.out.log") ]] || fail "console messages while rendering report.html"
+chromium_run --dump-dom "$SCRATCH/report.dom" "$report"
+grep -q 'class="badge invalid">invalid</span></h1>' "$SCRATCH/report.dom" || fail "report.html lacks the run's verdict"
+grep -q 'href="basic/trial-[0-9]*/timeline.html"' "$SCRATCH/report.dom" || fail "report.html does not link the failing trial's timeline"
+echo "ok: report.html renders with the verdict and links to the failing timeline"

@@ -1,0 +1,164 @@
+// report.html: one self-contained page for a whole run — the verdict, a
+// scenario x invariant table, every violation with its reproduce command and a
+// link to its trial's timeline, faults and reached states, and latency
+// distributions drawn as inline SVG. No scripts, no network: it opens from a
+// CI artifact as is.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include "reports/reports.h"
+
+namespace reports {
+namespace {
+
+using harness::Verdict;
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string fmt(double v, const char* f = "%.2f") {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+const char* css_class(Verdict v) {
+  return v == Verdict::kInvalid ? "invalid" : v == Verdict::kUnknown ? "unknown" : "valid";
+}
+
+// A histogram of values (ms) on a log scale, as an SVG of bars with quantiles.
+std::string histogram_svg(const std::string& title, std::vector<double> v) {
+  if (v.empty()) return "<p class=muted>" + esc(title) + ": no samples</p>";
+  std::sort(v.begin(), v.end());
+  auto q = [&](double p) { return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))]; };
+  const int kBins = 40;
+  double lo = std::log10(std::max(1e-3, v.front())), hi = std::log10(std::max(1e-3, v.back())) + 1e-9;
+  if (hi - lo < 1) hi = lo + 1;
+  std::vector<int> bins(kBins, 0);
+  for (double x : v) {
+    int b = static_cast<int>((std::log10(std::max(1e-3, x)) - lo) / (hi - lo) * kBins);
+    ++bins[std::clamp(b, 0, kBins - 1)];
+  }
+  int peak = *std::max_element(bins.begin(), bins.end());
+  std::string s = "<figure><figcaption>" + esc(title) + " — " + std::to_string(v.size()) + " samples, p50 " +
+                  fmt(q(0.5)) + " ms, p90 " + fmt(q(0.9)) + " ms, p99 " + fmt(q(0.99)) + " ms, max " +
+                  fmt(v.back()) + " ms</figcaption><svg viewBox=\"0 0 420 120\" width=\"420\" height=\"120\">";
+  for (int b = 0; b < kBins; ++b) {
+    double h = peak ? 100.0 * bins[b] / peak : 0;
+    s += "<rect x=\"" + fmt(10 + b * 10, "%.0f") + "\" y=\"" + fmt(105 - h, "%.1f") + "\" width=\"9\" height=\"" +
+         fmt(h, "%.1f") + "\"><title>" + std::to_string(bins[b]) + "</title></rect>";
+  }
+  s += "<text x=\"10\" y=\"118\">" + fmt(std::pow(10, lo), "%.3g") + " ms</text><text x=\"410\" y=\"118\" "
+       "text-anchor=\"end\">" + fmt(std::pow(10, hi), "%.3g") + " ms</text></svg></figure>";
+  return s;
+}
+
+}  // namespace
+
+std::string report_html(const harness::RunResult& r) {
+  std::map<std::string, std::map<std::string, std::pair<int, Verdict>>> table;
+  std::map<std::string, int> trials, faults, reached;
+  std::vector<double> acq, bar, rec;
+  for (const auto& t : r.trials) {
+    ++trials[t.scenario];
+    for (const auto& c : t.checks) {
+      auto& cell = table[t.scenario][c.invariant];
+      if (c.verdict != Verdict::kValid) ++cell.first;
+      cell.second = harness::compose(cell.second, c.verdict);
+    }
+    for (const auto& [k, n] : t.faults) faults[k] += n;
+    for (const auto& s : t.reached) ++reached[s];
+    acq.insert(acq.end(), t.acquire_ms.begin(), t.acquire_ms.end());
+    bar.insert(bar.end(), t.barrier_ms.begin(), t.barrier_ms.end());
+    rec.insert(rec.end(), t.recovery_ms.begin(), t.recovery_ms.end());
+  }
+  std::set<std::string> invariants;
+  for (const auto& [s, row] : table) {
+    for (const auto& [inv, cell] : row) invariants.insert(inv);
+  }
+  const Verdict v = r.verdict();
+  std::string h =
+      "<!doctype html><html><head><meta charset=\"utf-8\"><title>shmstress run " + esc(r.run_id) +
+      "</title><style>"
+      "body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+      "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:center}"
+      "th.s,td.s{text-align:left}.valid{background:#dff3e0}.unknown{background:#fff2c6}.invalid{background:#f8d2d2}"
+      ".badge{display:inline-block;padding:2px 10px;border-radius:10px;font-weight:600}code{font-size:12px;"
+      "background:#f4f4f4;padding:2px 4px}li{margin:6px 0}.muted{color:#888}svg rect{fill:#4a78c2}"
+      "svg text{font-size:10px;fill:#555}figure{margin:8px 0 16px}</style></head><body>";
+  h += "<h1>shmstress run " + esc(r.run_id) + " <span class=\"badge " + css_class(v) + "\">" +
+       harness::verdict_name(v) + "</span></h1>";
+  h += "<p>" + std::to_string(r.trials.size()) + " trials in " + fmt(r.elapsed, "%.1f") + " s · seed " +
+       std::to_string(r.seed) + " · subject " + esc(r.subject) + " · shard " + std::to_string(r.shard_index) + "/" +
+       std::to_string(r.shard_count) + " · exit code " + std::to_string(r.exit_code()) +
+       (r.interrupted ? " · interrupted" : "") + "</p>";
+  h += "<h2>Scenarios and invariants</h2><div style=\"overflow-x:auto\"><table><tr><th class=s>scenario</th><th>trials</th>";
+  for (const auto& inv : invariants) h += "<th>" + esc(inv) + "</th>";
+  h += "</tr>";
+  for (const auto& [s, row] : table) {
+    h += "<tr><td class=s>" + esc(s) + "</td><td>" + std::to_string(trials[s]) + "</td>";
+    for (const auto& inv : invariants) {
+      auto it = row.find(inv);
+      if (it == row.end()) {
+        h += "<td class=muted>–</td>";
+      } else {
+        h += std::string("<td class=\"") + css_class(it->second.second) + "\">" + harness::verdict_name(it->second.second) +
+             (it->second.first ? " (" + std::to_string(it->second.first) + ")" : "") + "</td>";
+      }
+    }
+    h += "</tr>";
+  }
+  h += "</table></div>";
+  h += "<h2>Violations and inconclusive trials</h2>";
+  int listed = 0;
+  std::string items;
+  for (const auto& t : r.trials) {
+    for (const auto& c : t.checks) {
+      if (c.verdict == Verdict::kValid || ++listed > 200) continue;
+      std::string link;
+      if (t.kept && !t.dir.empty() && t.dir.rfind(r.out_dir + "/", 0) == 0) {
+        std::string rel = t.dir.substr(r.out_dir.size() + 1);
+        link = " · <a href=\"" + esc(rel) + "/timeline.html\">timeline</a> · <a href=\"" + esc(rel) + "/\">trial dir</a>";
+      }
+      items += std::string("<li><span class=\"badge ") + css_class(c.verdict) + "\">" + harness::verdict_name(c.verdict) +
+               "</span> <b>" + esc(c.invariant) + "</b> in " + esc(t.scenario) + " trial " + std::to_string(t.trial) +
+               link + "<br>";
+      for (std::size_t i = 0; i < c.problems.size() && i < 3; ++i) items += esc(c.problems[i]) + "<br>";
+      items += "<code>" + esc(t.reproduce) + "</code></li>";
+    }
+  }
+  h += listed ? "<ul>" + items + "</ul>" + (listed > 200 ? "<p>(" + std::to_string(listed - 200) + " more in summary.json)</p>" : "")
+              : "<p class=muted>none</p>";
+  h += "<h2>Faults injected</h2><table><tr><th class=s>kind</th><th>count</th></tr>";
+  for (const auto& [k, n] : faults) h += "<tr><td class=s>" + esc(k) + "</td><td>" + std::to_string(n) + "</td></tr>";
+  h += "</table><h2>Reached states</h2><table><tr><th class=s>state</th><th>trials</th></tr>";
+  for (const auto& [k, n] : reached) h += "<tr><td class=s>" + esc(k) + "</td><td>" + std::to_string(n) + "</td></tr>";
+  h += "</table>";
+  for (const auto& m : r.missing_reached()) h += "<p class=unknown>never reached: " + esc(m) + "</p>";
+  h += "<h2>Latency</h2>" + histogram_svg("acquire", acq) + histogram_svg("barrier round", bar) +
+       histogram_svg("recovery (fault end to the next completed round)", rec);
+  h += "</body></html>\n";
+  return h;
+}
+
+bool write_report_html(const harness::RunResult& r, const std::string& path) {
+  std::string err;
+  return write_file_atomic(path, report_html(r), &err);
+}
+
+}  // namespace reports
