@@ -20,6 +20,7 @@
 #include "run.h"
 #include "shrink.h"
 #include "subject_check.h"
+#include "subjects.h"
 #include "worker.h"
 
 namespace fs = std::filesystem;
@@ -59,7 +60,8 @@ int cmd_list(const std::string& dir) {
   std::printf("\nfault kinds:\n");
   for (const auto& i : injector_registry()) std::printf("  %-26s %s\n", i.kind.c_str(), i.summary.c_str());
   std::printf("\nsubjects:\n  %-26s %s\n", "native", "shmcoord (lib/), driven by `shmstress worker`");
-  std::printf("  %-26s %s\n", "exec:CMD", "any program speaking docs/worker-protocol.md (e.g. subjects/streaming/adapter.py)");
+  for (const auto& sj : list_subjects({dir})) std::printf("  %-26s %s\n", sj.name.c_str(), sj.description.c_str());
+  std::printf("  %-26s %s\n", "exec:CMD", "any program speaking docs/worker-protocol.md (check it with subject-check)");
   return 0;
 }
 
@@ -414,21 +416,9 @@ int cmd_shrink(const fs::path& dir, ShrinkOptions so, std::string worker_bin, bo
   return 0;
 }
 
-// A subject's command as argv: split on spaces, no shell, no quoting.
-std::vector<std::string> split_command(const std::string& cmd) {
-  std::vector<std::string> argv;
-  for (std::size_t i = 0; i < cmd.size();) {
-    std::size_t j = cmd.find(' ', i);
-    if (j == std::string::npos) j = cmd.size();
-    if (j > i) argv.push_back(cmd.substr(i, j - i));
-    i = j + 1;
-  }
-  return argv;
-}
-
 // Validates a program as a subject against docs/worker-protocol.md.
 int cmd_subject_check(const std::string& cmd) {
-  std::vector<std::string> argv = split_command(cmd);
+  std::vector<std::string> argv = split_words(cmd);
   if (argv.empty()) {
     std::fprintf(stderr, "shmstress subject-check: give the subject's command\n");
     return 2;
@@ -459,12 +449,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--parallel", ro.parallel, "trials at once (default: cores)")->check(CLI::Range(1, 256));
   run_cmd->add_option("--out", ro.out_dir, "run directory (default runs/<run-id>)");
   run_cmd->add_option("--subject", ro.subject,
-                      "subject: native (shmcoord), or exec:CMD, any program speaking docs/worker-protocol.md")
-      ->check([](const std::string& v) {
-        return v == "native" || (v.rfind("exec:", 0) == 0 && v.size() > 5)
-                   ? std::string()
-                   : std::string("must be native or exec:<command>");
-      });
+                      "subject: native (shmcoord), a named subject (subjects/<name>/subject.toml), or exec:CMD "
+                      "(any program speaking docs/worker-protocol.md); wins over scenarios' `subject`")
+      ;
   bool allow_shared_shm = false;
   run_cmd->add_flag("--allow-shared-shm", allow_shared_shm,
                     "run an external subject even without a private /dev/shm (it may meet the machine's own names)");
@@ -570,12 +557,16 @@ int main(int argc, char** argv) {
   ro.allow_mount_ns = !no_mount_ns;
   ro.metrics_file = metrics_file;
   ro.allow_shared_shm = allow_shared_shm;
-  if (ro.subject.rfind("exec:", 0) == 0) {  // argv split on spaces; no shell
-    ro.subject_command = split_command(ro.subject.substr(5));
-    if (ro.subject_command.empty()) {
-      std::fprintf(stderr, "shmstress run: --subject exec: needs a command\n");
+  ro.subject_explicit = run_cmd->count("--subject") > 0;
+  {
+    std::string why;
+    auto subj = resolve_subject(ro.subject, ro.files, &why);
+    if (!subj) {
+      std::fprintf(stderr, "shmstress run: --subject: %s\n", why.c_str());
       return 2;
     }
+    ro.subject_command = subj->command;
+    ro.subject_root = subj->shm_root;
   }
   ro.exe = worker_bin.empty() ? self_exe() : fs::absolute(worker_bin).string();
   ro.invocation = argv[0];

@@ -44,7 +44,12 @@ nlohmann::json to_json(const TrialPlan& p) {
   j["shm_size"] = p.shm_size;
   j["actions"] = nlohmann::json::array();
   for (const auto& a : p.actions) {
+    nlohmann::json trigger = nullptr;
+    if (!a.on_type.empty()) {
+      trigger = {{"type", a.on_type}, {"op", a.on_op}, {"job", a.on_job}, {"rank", a.on_rank}, {"nth", a.on_nth}};
+    }
     j["actions"].push_back({{"at_ms", a.at_ns / 1e6},
+                            {"after_event", trigger},
                             {"job", a.job},
                             {"rank", a.rank},
                             {"signal", a.signal},

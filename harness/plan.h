@@ -47,13 +47,19 @@ struct Seed {
 // A signal the supervisor sends at a time relative to the trial start, logged
 // as a fault event (start/end windows are two actions with the same kind).
 struct Action {
-  std::int64_t at_ns = 0;
+  std::int64_t at_ns = 0;   // after the trial start; or, when triggered, after the trigger
   int job = -1;
   int rank = -1;
   int signal = 0;
   std::string fault;        // the fault kind it belongs to
   std::string phase = "instant";  // start | end | instant
   nlohmann::json detail;
+  // Event-triggered: fires at_ns after the nth event of worker (on_job,
+  // on_rank) with this type (and op, or point name) appears in the history —
+  // "kill rank r right after it logs a given event", for subjects we cannot
+  // instrument. Empty on_type: a timed action.
+  std::string on_type, on_op;
+  int on_job = -1, on_rank = -1, on_nth = 1;
 };
 
 struct TrialPlan {

@@ -18,6 +18,7 @@
 #include "injector.h"
 #include "plan.h"
 #include "reports/reports.h"
+#include "subjects.h"
 #include "supervisor.h"
 
 namespace harness {
@@ -81,6 +82,16 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
         *err = f + ":" + std::to_string(line) + ": " + *why;
         return false;
       }
+    }
+    if (!s->subject.empty()) {
+      std::string why;
+      auto subj = resolve_subject(s->subject, {f}, &why);
+      if (!subj) {
+        *err = f + ": " + why;
+        return false;
+      }
+      s->subject_command = subj->command;
+      s->subject_root = subj->shm_root;
     }
     out->push_back(std::move(*s));
   }
@@ -233,6 +244,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.run_id = std::string(stamp) + "-" + std::to_string(::getpid());
   r.out_dir = opt.out_dir.empty() ? "runs/" + r.run_id : opt.out_dir;
   r.subject = opt.subject;
+  if (!opt.subject_explicit && !scenarios.empty() && !scenarios.front().subject.empty()) r.subject = scenarios.front().subject;
   r.shard_index = opt.shard_index;
   r.shard_count = std::max(1, opt.shard_count);
   fs::create_directories(r.out_dir);
@@ -328,7 +340,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.exe = opt.exe;
         cfg.trial_dir = dir;
         cfg.allow_mount_ns = opt.allow_mount_ns;
-        cfg.command = opt.subject_command;
+        cfg.command = opt.subject_explicit || p.s->subject.empty() ? opt.subject_command : p.s->subject_command;
+        cfg.shm_root = opt.subject_explicit || p.s->subject.empty() ? opt.subject_root : p.s->subject_root;
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(next) + ".";
         pid_t pid = start_supervisor(plan, cfg);

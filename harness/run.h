@@ -24,6 +24,8 @@ struct RunOptions {
   std::string out_dir;              // default runs/<run-id>
   std::string subject = "native";   // "native", or "exec:<command>" (see subject_command)
   std::vector<std::string> subject_command;  // exec subjects: argv of the worker command
+  std::optional<std::string> subject_root;   // a named subject's own shm name root
+  bool subject_explicit = false;             // --subject given: it wins over scenarios' `subject`
   bool allow_shared_shm = false;
   bool keep_passing = false;
   bool quiet = false;               // no progress lines (shrink, replay)

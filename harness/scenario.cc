@@ -47,7 +47,7 @@ constexpr Ms kMaxDeadline = std::chrono::minutes(5);
 
 const std::vector<std::string_view> kTopKeys = {
     "name",          "description", "invariants", "expect_reached", "trials", "timeout",
-    "final_cleanup", "deadlines",   "job",        "fault"};
+    "final_cleanup", "deadlines",   "job",        "fault", "subject"};
 const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
@@ -238,6 +238,8 @@ class Parser {
         ok = get_duration(*node, "timeout", kMinTimeout, kMaxTimeout, &out->trial_timeout);
       } else if (k == "final_cleanup") {
         ok = get_bool(*node, "final_cleanup", &out->final_cleanup);
+      } else if (k == "subject") {
+        ok = get_string(*node, "subject", &out->subject, /*allow_empty=*/false);
       } else if (k == "deadlines") {
         ok = parse_deadlines(*node, out);
       } else if (k == "job") {

@@ -65,6 +65,12 @@ struct Scenario {
   Ms barrier_deadline{3000};
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
+  // The subject this scenario is written for: "native", a named subject
+  // (subjects/<name>/subject.toml) or "exec:CMD". Empty: whatever --subject says.
+  // An explicit --subject on the command line wins.
+  std::string subject;
+  std::vector<std::string> subject_command;  // resolved from `subject` (empty: native)
+  std::optional<std::string> subject_root;   // the subject's own shm name root, if it declares one
   int default_trials = 10;
   std::string raw_toml;  // the file's text, copied into each trial dir
 };

@@ -133,7 +133,7 @@ class Supervisor {
         ::mount("shmstress", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
                 ("size=" + (plan_.shm_size.empty() ? std::string("256m") : plan_.shm_size) + ",mode=1777").c_str()) == 0) {
       isolation_ = "mount-namespace";
-      root_ = "shmstress.";
+      root_ = cfg_.shm_root.value_or("shmstress.");
       return;
     }
     isolation_ = "name-root";
@@ -274,15 +274,63 @@ class Supervisor {
     ::sigtimedwait(&set, nullptr, &ts);
   }
 
+  // Event-triggered actions: the history is tailed for the trigger, then the
+  // action fires at_ns after it. Timed actions keep their plan order.
+  struct Trigger {
+    const Action* a;
+    int seen = 0;
+    std::int64_t fire_at = -1;
+    bool done = false;
+  };
+
+  void poll_triggers(std::vector<Trigger>& triggers) {
+    if (triggers.empty()) return;
+    if (tail_fd_ < 0) tail_fd_ = ::open((cfg_.trial_dir + "/history.jsonl").c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[65536];
+    ssize_t n;
+    while (tail_fd_ >= 0 && (n = ::read(tail_fd_, buf, sizeof buf)) > 0) tail_buf_.append(buf, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = tail_buf_.find('\n')) != std::string::npos) {
+      std::string line = tail_buf_.substr(0, nl);
+      tail_buf_.erase(0, nl + 1);
+      auto e = Json::parse(line, nullptr, false);
+      if (!e.is_object()) continue;
+      for (auto& t : triggers) {
+        if (t.done || t.fire_at >= 0) continue;
+        const Action& a = *t.a;
+        if (e.value("type", "") != a.on_type || e.value("job", -2) != a.on_job || e.value("rank", -2) != a.on_rank) continue;
+        if (e.value("op", "") != a.on_op && e.value("name", "") != a.on_op) continue;
+        if (++t.seen == a.on_nth) t.fire_at = e.value("t", mono_ns()) + a.at_ns;
+      }
+    }
+    std::int64_t now = mono_ns();
+    for (auto& t : triggers) {
+      if (!t.done && t.fire_at >= 0 && t.fire_at <= now) {
+        act(*t.a);
+        t.done = true;
+      }
+    }
+  }
+
   void main_loop() {
+    std::vector<const Action*> timed;
+    std::vector<Trigger> triggers;
+    for (const auto& a : plan_.actions) {
+      if (a.on_type.empty()) {
+        timed.push_back(&a);
+      } else {
+        triggers.push_back(Trigger{&a});
+      }
+    }
     std::size_t next = 0;
     const std::int64_t deadline = start_ + plan_.timeout_ns;
     while (true) {
       reap();
       if (!any_worker_alive()) return;
+      poll_triggers(triggers);
       std::int64_t now = mono_ns();
-      while (next < plan_.actions.size() && start_ + plan_.actions[next].at_ns <= now) {
-        act(plan_.actions[next++]);
+      while (next < timed.size() && start_ + timed[next]->at_ns <= now) {
+        act(*timed[next++]);
       }
       if (now >= deadline) {
         timed_out_ = true;
@@ -290,7 +338,10 @@ class Supervisor {
         return;
       }
       std::int64_t wake = deadline;
-      if (next < plan_.actions.size()) wake = std::min(wake, start_ + plan_.actions[next].at_ns);
+      if (next < timed.size()) wake = std::min(wake, start_ + timed[next]->at_ns);
+      bool pending = false;
+      for (const auto& t : triggers) pending |= !t.done;
+      if (pending) wake = std::min(wake, mono_ns() + 1'000'000);  // tail the history every ms
       wait_chld(wake);
     }
   }
@@ -500,6 +551,8 @@ class Supervisor {
   std::map<pid_t, Worker> workers_;
   std::map<std::string, std::string> base_env_;
   std::vector<pid_t> helpers_;                         // fault helpers holding lock files
+  int tail_fd_ = -1;                                   // reading history.jsonl for event triggers
+  std::string tail_buf_;
   std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows
   std::int64_t start_ = 0;
   bool timed_out_ = false;

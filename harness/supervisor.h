@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct SupervisorConfig {
   // shell). It uses fixed names in /dev/shm and $TMPDIR, so it only runs in a
   // private mount namespace unless allow_shared_shm.
   std::vector<std::string> command;
+  std::optional<std::string> shm_root;  // the subject's own name root (in a private /dev/shm)
   bool allow_shared_shm = false;
   std::string trial_dir;  // exists; history.jsonl and rank-*/ go here
   bool allow_mount_ns = true;

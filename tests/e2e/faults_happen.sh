@@ -51,3 +51,19 @@ has misconfig "e.get('type')=='fail' and e.get('op')=='barrier_attach' and e['er
 run permission-preload
 has permission-preload "e.get('type')=='fail' and 'mmap(' in e.get('error',{}).get('message','') and e['error']['errno']==13" "mmap failing with EACCES under libfiu's POSIX preload"
 [[ -z $(ls /tmp | grep '^fiu-ctrl-') ]] || fail "libfiu left remote-control FIFOs in /tmp"
+run kill-after-acquire
+n=$("$PY" - "$SCRATCH/kill-after-acquire" <<'PYEOF'
+import glob, json, sys
+hits = 0
+for f in glob.glob(sys.argv[1] + "/*/trial-*/history.jsonl"):
+    ev = [json.loads(l) for l in open(f)]
+    for e in ev:
+        if e.get("type") == "fault" and e.get("kind") == "signal-on-event" and e.get("phase") == "instant":
+            acq = [x for x in ev if x.get("pid") == e.get("pid") and x.get("type") == "ok" and x.get("op") == "acquire"]
+            if acq and 0 <= e["t"] - acq[0]["t"] < 50_000_000:
+                hits += 1
+print(hits)
+PYEOF
+)
+(( n > 0 )) || fail "kill-after-acquire: no kill within 50 ms of the killed rank's acquire"
+echo "kill-after-acquire: a rank killed right after it logged its acquire ($n trials)"

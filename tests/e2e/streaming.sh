@@ -8,12 +8,12 @@ source "$(dirname "$0")/lib.sh"
 S=$1
 export SHMSTRESS_STREAMING_PATH=$PWD/tests/streaming_standin
 export SHMSTRESS_STANDIN_PROCESS_GROUP=file  # the stand-in's dist.barrier(), as under a launcher
-subject="exec:/usr/bin/python3 subjects/streaming/adapter.py"
+# each scenario names its subject: subject = "streaming" (subjects/streaming/subject.toml)
 for f in scenarios/streaming/*.toml; do
   n=$(basename "$f" .toml)
   start=$(date +%s%N)
   set +e
-  "$S" run "$f" --subject "$subject" --stop-on-violation --seed 5 --out "$SCRATCH/$n" >"$SCRATCH/$n.log" 2>&1
+  "$S" run "$f" --stop-on-violation --seed 5 --out "$SCRATCH/$n" >"$SCRATCH/$n.log" 2>&1
   rc=$?
   set -e
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -26,6 +26,6 @@ for f in scenarios/streaming/*.toml; do
   echo "streaming/$n: caught by [$got] in ${ms} ms"
 done
 unset SHMSTRESS_STANDIN_PROCESS_GROUP
-"$S" run scenarios/streaming/*.toml --trials 3 --seed 5 --out "$SCRATCH/native" >"$SCRATCH/native.log" 2>&1 \
+"$S" run scenarios/streaming/*.toml --subject native --trials 3 --seed 5 --out "$SCRATCH/native" >"$SCRATCH/native.log" 2>&1 \
   || { tail -30 "$SCRATCH/native.log"; fail "shmcoord did not pass scenarios/streaming"; }
 echo "shmcoord passes all of scenarios/streaming ($(json "$SCRATCH/native/summary.json" "j['trials']") trials)"

@@ -1,0 +1,30 @@
+// Named subjects: each is one file, subjects/<name>/subject.toml, with
+//   description = "..."
+//   command = "/usr/bin/python3 subjects/streaming/adapter.py"   # argv, split on spaces
+//   shm_root = ""        # optional: the name root the subject really uses
+//                        # (the real Streaming package ignores SHMSTRESS_ROOT)
+// A scenario names one with `subject = "streaming"`; `--subject NAME` does too.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harness {
+
+struct SubjectInfo {
+  std::string name;
+  std::string description;
+  std::vector<std::string> command;  // empty: the native worker
+  std::optional<std::string> shm_root;
+  std::string file;
+};
+
+// Looks in ./subjects and in <dir of each search path>/subjects, upwards.
+std::vector<SubjectInfo> list_subjects(const std::vector<std::string>& search_from);
+// "native", "exec:CMD" or a name. nullopt with *err for an unknown name.
+std::optional<SubjectInfo> resolve_subject(const std::string& spec, const std::vector<std::string>& search_from,
+                                           std::string* err);
+std::vector<std::string> split_words(const std::string& cmd);
+
+}  // namespace harness

@@ -1,0 +1,64 @@
+// signal-on-event: send a signal to a rank right after a worker logs a given
+// event — "kill rank 1 as soon as it has acquired", "stop rank 0 when it enters
+// round 3" — for subjects that have no crash points of their own. Params:
+// after = "TYPE:OP" (e.g. "ok:acquire", "invoke:barrier", "point:crash/...");
+// nth (the nth such event, default 1); job, rank (whose event; default job 0
+// rank 0); target_rank (who gets the signal; default the same rank);
+// signal = "kill" | "stop" (default kill); delay (default 0ms); duration (stop
+// only: SIGCONT after it, default 200ms).
+#include <csignal>
+
+#include "injector.h"
+
+namespace harness {
+namespace {
+
+std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
+  if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration"})) return e;
+  std::string after = f.params.value("after", std::string());
+  auto colon = after.find(':');
+  if (colon == std::string::npos || colon == 0) return std::string("'after' must be TYPE:OP, e.g. \"ok:acquire\"");
+  FaultSpec who = f;
+  if (!who.params.contains("job")) who.params["job"] = 0;
+  if (!who.params.contains("rank")) who.params["rank"] = 0;
+  int job, rank;
+  if (auto e = pick_target(who, s, rng, &job, &rank)) return e;
+  int target = f.params.value("target_rank", rank);
+  if (target < 0 || target >= s.jobs[job].ranks) return std::string("'target_rank' outside the job");
+  int nth = f.params.value("nth", 1);
+  if (nth < 1) return std::string("'nth' must be at least 1");
+  std::string sig = f.params.value("signal", std::string("kill"));
+  if (sig != "kill" && sig != "stop") return std::string("'signal' must be kill or stop");
+  MsRange delay, dur;
+  if (auto e = param_range(f, "delay", MsRange{Ms(0), Ms(0)}, &delay)) return e;
+  if (auto e = param_range(f, "duration", MsRange{Ms(200), Ms(200)}, &dur)) return e;
+  Action a;
+  a.at_ns = pick_ns(rng, delay);
+  a.job = job;
+  a.rank = target;
+  a.signal = sig == "kill" ? SIGKILL : SIGSTOP;
+  a.fault = "signal-on-event";
+  a.phase = sig == "kill" ? "instant" : "start";
+  a.detail = {{"after", after}, {"nth", nth}, {"of_rank", rank}};
+  a.on_type = after.substr(0, colon);
+  a.on_op = after.substr(colon + 1);
+  a.on_job = job;
+  a.on_rank = rank;
+  a.on_nth = nth;
+  p.actions.push_back(a);
+  if (sig == "stop") {
+    Action c = a;
+    c.at_ns = a.at_ns + pick_ns(rng, dur);
+    c.signal = SIGCONT;
+    c.phase = "end";
+    p.actions.push_back(c);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+SHMSTRESS_REGISTER_INJECTOR("signal-on-event",
+                            "SIGKILL or SIGSTOP a rank right after a worker logs a given event (ok:acquire, ...)", plan);
+
+}  // namespace harness
