@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
+import zlib
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -387,12 +388,10 @@ def run(argv) -> int:
     distributed, reason = 'none', DISTRIBUTED_REASON
     if subject.standin and os.environ.get('SHMSTRESS_STANDIN_PROCESS_GROUP') == 'file':
         distributed, reason = 'emulated', EMULATED_REASON
+    elif role != 'cleanup':
+        distributed, reason = init_process_group()
     w.emit('subject', available=True, distributed=distributed, reason=reason, name='streaming',
            version=subject.version, path=subject.path, standin=subject.standin, root=subject.root)
-    # TODO: when torch.distributed is importable and WORLD_SIZE > 1, initialise a gloo process
-    # group (FileStore in the trial dir, one per SHMSTRESS_JOB_KEY) so get_shm_prefix's dist.barrier()
-    # runs as in a real multi-rank job. Without it, a job's non-leaders may walk after their leader
-    # registered, or look the record up before it did, as the real package does with no group.
 
     if role == 'cleanup':
         return EXIT_OK if run_clean(w, subject) else EXIT_FAILED
@@ -492,6 +491,39 @@ def run(argv) -> int:
         all_ok &= run_clean(w, subject)
     return EXIT_OK if all_ok else EXIT_FAILED
 
+
+
+def init_process_group():
+    """Initialises torch.distributed the way a launcher would, so the package's
+    dist.barrier() calls run as in a real multi-rank job: a gloo group per job
+    (one SHMSTRESS_JOB_KEY), rendezvous on a loopback TCP port derived from the
+    trial and job, bounded by the acquire deadline. World size 1, or no torch:
+    no group, and the reason says so. Returns (distributed, reason).
+
+    Untested on the machines shmstress is developed on: torch cannot be
+    installed there (no PyPI); the stand-in's emulated group covers the path.
+    """
+    world = env_int('SHMSTRESS_WORLD_SIZE', 1)
+    if world <= 1:
+        return 'none', 'world size 1: no process group needed'
+    try:
+        import datetime
+        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    except Exception as exc:  # pylint: disable=broad-except
+        return 'none', f'torch.distributed not importable ({type(exc).__name__}); {DISTRIBUTED_REASON}'
+    if dist.is_initialized():
+        return 'gloo', 'torch.distributed already initialised by the environment'
+    # Every rank of a job derives the same port from the trial dir and job key;
+    # jobs and trials get different ones (loopback only).
+    key = os.path.dirname(os.environ.get('SHMSTRESS_EVENTS', '')) + '/' + os.environ.get('SHMSTRESS_JOB_KEY', 'job')
+    port = 20000 + (zlib.crc32(key.encode()) % 20000)
+    timeout = datetime.timedelta(milliseconds=env_int('SHMSTRESS_ACQUIRE_TIMEOUT_MS', 30000))
+    try:
+        dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=env_int('SHMSTRESS_RANK', 0),
+                                world_size=world, timeout=timeout)
+    except Exception as exc:  # pylint: disable=broad-except
+        return 'none', f'gloo process group on 127.0.0.1:{port} failed ({type(exc).__name__}: {exc})'
+    return 'gloo', f'gloo process group per job on 127.0.0.1:{port}'
 
 def main() -> int:
     try:
