@@ -65,6 +65,22 @@ int cmd_list(const std::string& dir) {
   return 0;
 }
 
+// Re-checks one stored trial dir against its own copy of the scenario and its
+// schedule (name, file, seeds). On a bad scenario *s stays empty and *err says why.
+TrialResult recheck_trial(const fs::path& t, std::optional<Scenario>* s, std::string* err) {
+  ScenarioError e;
+  *s = load_scenario((t / "scenario.toml").string(), &e);
+  if (!*s) {
+    *err = e.to_string();
+    return {};
+  }
+  nlohmann::json sched = nlohmann::json::parse(std::ifstream(t / "schedule.json"), nullptr, false);
+  if (!sched.is_object()) sched = nlohmann::json::object();
+  (*s)->name = sched.value("scenario", (*s)->name);
+  (*s)->file = sched.value("scenario_file", (*s)->file);
+  return check_trial_dir(**s, t.string(), sched.value("trial", 0), sched.value("run_seed", 0ULL), sched.value("seed", 0ULL));
+}
+
 // Re-checks stored trial dirs (any dir holding history.jsonl + scenario.toml).
 int cmd_check(const std::string& dir) {
   std::vector<fs::path> trials;
@@ -82,17 +98,13 @@ int cmd_check(const std::string& dir) {
   RunResult r;
   r.run_id = "check";
   for (const auto& t : trials) {
-    ScenarioError err;
-    auto s = load_scenario((t / "scenario.toml").string(), &err);
+    std::optional<Scenario> s;
+    std::string err;
+    auto tr = recheck_trial(t, &s, &err);
     if (!s) {
-      std::fprintf(stderr, "%s\n", err.to_string().c_str());
+      std::fprintf(stderr, "%s\n", err.c_str());
       return 2;
     }
-    nlohmann::json sched;
-    std::ifstream(t / "schedule.json") >> sched;
-    s->name = sched.value("scenario", s->name);
-    s->file = sched.value("scenario_file", s->file);
-    auto tr = check_trial_dir(*s, t.string(), sched.value("trial", 0), sched.value("run_seed", 0ULL), sched.value("seed", 0ULL));
     tr.kept = true;
     r.trials.push_back(std::move(tr));
   }
@@ -257,17 +269,13 @@ int cmd_report(const std::string& dir, const std::string& junit, const std::stri
   std::vector<Scenario> scenarios;
   std::set<std::uint64_t> run_seeds;
   for (const auto& t : trials) {
-    ScenarioError err;
-    auto s = load_scenario((t / "scenario.toml").string(), &err);
+    std::optional<Scenario> s;
+    std::string err;
+    auto tr = recheck_trial(t, &s, &err);
     if (!s) {
-      std::fprintf(stderr, "%s\n", err.to_string().c_str());
+      std::fprintf(stderr, "%s\n", err.c_str());
       return 2;
     }
-    nlohmann::json sched = nlohmann::json::parse(std::ifstream(t / "schedule.json"), nullptr, false);
-    if (!sched.is_object()) sched = nlohmann::json::object();
-    s->name = sched.value("scenario", s->name);
-    s->file = sched.value("scenario_file", s->file);
-    auto tr = check_trial_dir(*s, t.string(), sched.value("trial", 0), sched.value("run_seed", 0ULL), sched.value("seed", 0ULL));
     tr.kept = true;
     tr.dir = canonical_or(t);
     if (auto it = repro.find(tr.dir); it != repro.end()) tr.reproduce = it->second;

@@ -36,24 +36,28 @@ void console_progress(std::FILE* out, const Progress& p, bool tty, bool color) {
   std::fflush(out);
 }
 
-void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
-  using harness::Verdict;
-  std::map<std::string, std::map<std::string, std::pair<int, Verdict>>> table;  // scenario -> invariant -> (failing, worst)
-  std::map<std::string, int> trials;
+std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r) {
+  std::map<std::string, ScenarioRow> table;
   for (const auto& t : r.trials) {
-    ++trials[t.scenario];
+    ScenarioRow& row = table[t.scenario];
+    ++row.trials;
     for (const auto& c : t.checks) {
-      auto& cell = table[t.scenario][c.invariant];
-      if (c.verdict != Verdict::kValid) ++cell.first;
-      cell.second = harness::compose(cell.second, c.verdict);
+      InvariantCell& cell = row.invariants[c.invariant];
+      if (c.verdict != harness::Verdict::kValid) ++cell.failing;
+      cell.worst = harness::compose(cell.worst, c.verdict);
     }
   }
+  return table;
+}
+
+void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
+  using harness::Verdict;
   std::fprintf(out, "\n%-28s %-26s %7s %9s  %s\n", "scenario", "invariant", "trials", "failing", "verdict");
-  for (const auto& [s, invs] : table) {
-    for (const auto& [inv, cell] : invs) {
-      const char* c = cell.second == Verdict::kInvalid ? "\033[31m" : cell.second == Verdict::kUnknown ? "\033[33m" : "\033[32m";
-      std::fprintf(out, "%-28s %-26s %7d %9d  %s%s%s\n", s.c_str(), inv.c_str(), trials[s], cell.first, paint(color, c),
-                   harness::verdict_name(cell.second), paint(color, "\033[0m"));
+  for (const auto& [s, row] : scenario_table(r)) {
+    for (const auto& [inv, cell] : row.invariants) {
+      const char* c = cell.worst == Verdict::kInvalid ? "\033[31m" : cell.worst == Verdict::kUnknown ? "\033[33m" : "\033[32m";
+      std::fprintf(out, "%-28s %-26s %7d %9d  %s%s%s\n", s.c_str(), inv.c_str(), row.trials, cell.failing, paint(color, c),
+                   harness::verdict_name(cell.worst), paint(color, "\033[0m"));
     }
   }
   int shown = 0;

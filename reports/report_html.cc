@@ -71,16 +71,10 @@ std::string histogram_svg(const std::string& title, std::vector<double> v) {
 }  // namespace
 
 std::string report_html(const harness::RunResult& r) {
-  std::map<std::string, std::map<std::string, std::pair<int, Verdict>>> table;
-  std::map<std::string, int> trials, faults, reached;
+  const auto table = scenario_table(r);
+  std::map<std::string, int> faults, reached;
   std::vector<double> acq, bar, rec;
   for (const auto& t : r.trials) {
-    ++trials[t.scenario];
-    for (const auto& c : t.checks) {
-      auto& cell = table[t.scenario][c.invariant];
-      if (c.verdict != Verdict::kValid) ++cell.first;
-      cell.second = harness::compose(cell.second, c.verdict);
-    }
     for (const auto& [k, n] : t.faults) faults[k] += n;
     for (const auto& s : t.reached) ++reached[s];
     acq.insert(acq.end(), t.acquire_ms.begin(), t.acquire_ms.end());
@@ -89,7 +83,7 @@ std::string report_html(const harness::RunResult& r) {
   }
   std::set<std::string> invariants;
   for (const auto& [s, row] : table) {
-    for (const auto& [inv, cell] : row) invariants.insert(inv);
+    for (const auto& [inv, cell] : row.invariants) invariants.insert(inv);
   }
   const Verdict v = r.verdict();
   std::string h =
@@ -111,14 +105,14 @@ std::string report_html(const harness::RunResult& r) {
   for (const auto& inv : invariants) h += "<th>" + esc(inv) + "</th>";
   h += "</tr>";
   for (const auto& [s, row] : table) {
-    h += "<tr><td class=s>" + esc(s) + "</td><td>" + std::to_string(trials[s]) + "</td>";
+    h += "<tr><td class=s>" + esc(s) + "</td><td>" + std::to_string(row.trials) + "</td>";
     for (const auto& inv : invariants) {
-      auto it = row.find(inv);
-      if (it == row.end()) {
+      auto it = row.invariants.find(inv);
+      if (it == row.invariants.end()) {
         h += "<td class=muted>–</td>";
       } else {
-        h += std::string("<td class=\"") + css_class(it->second.second) + "\">" + harness::verdict_name(it->second.second) +
-             (it->second.first ? " (" + std::to_string(it->second.first) + ")" : "") + "</td>";
+        h += std::string("<td class=\"") + css_class(it->second.worst) + "\">" + harness::verdict_name(it->second.worst) +
+             (it->second.failing ? " (" + std::to_string(it->second.failing) + ")" : "") + "</td>";
       }
     }
     h += "</tr>";

@@ -21,6 +21,18 @@ nlohmann::json summary_json(const harness::RunResult& r);
 // Writes summary.json atomically (temp + rename).
 bool write_summary(const harness::RunResult& r, const std::string& path);
 
+// Per scenario: trials, and per invariant how many trials failed it and the
+// worst verdict. Shared by the console table and report.html (console.cc).
+struct InvariantCell {
+  int failing = 0;
+  harness::Verdict worst = harness::Verdict::kValid;
+};
+struct ScenarioRow {
+  int trials = 0;
+  std::map<std::string, InvariantCell> invariants;
+};
+std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r);
+
 // report.html: the whole run on one self-contained page (report_html.cc).
 std::string report_html(const harness::RunResult& r);
 bool write_report_html(const harness::RunResult& r, const std::string& path);
