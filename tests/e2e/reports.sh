@@ -10,7 +10,7 @@ XSD=tests/junit/junit.xsd
 command -v xmllint >/dev/null || fail "xmllint missing (scripts/setup installs libxml2-utils)"
 
 set +e
-"$S" run scenarios/basic.toml --worker-bin "$W" --trials 2 --seed 3 --out "$SCRATCH/run" \
+"$S" run scenarios/basic.toml --worker-bin "$W" --trials 6 --stop-on-violation --seed 3 --out "$SCRATCH/run" \
   --junit "$SCRATCH/ci/junit.xml" --metrics-file "$SCRATCH/textfile/shmstress.prom" >"$SCRATCH/run.log" 2>&1
 rc=$?
 set -e

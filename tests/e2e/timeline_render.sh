@@ -11,7 +11,7 @@ S=$1 W=$2
 command -v chromium >/dev/null || fail "chromium missing (scripts/setup installs it)"
 
 set +e
-"$S" run scenarios/basic.toml --worker-bin "$W" --trials 1 --seed 3 --out "$SCRATCH/run" >"$SCRATCH/run.log" 2>&1
+"$S" run scenarios/basic.toml --worker-bin "$W" --trials 6 --stop-on-violation --seed 3 --out "$SCRATCH/run" >"$SCRATCH/run.log" 2>&1
 rc=$?
 set -e
 [[ $rc -eq 1 ]] || { cat "$SCRATCH/run.log"; fail "run exited $rc, expected 1 (a violation)"; }
