@@ -132,23 +132,20 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   std::vector<std::string> errors;
   auto events = parse_jsonl(read_file(dir + "/history.jsonl"), &errors);
   History h = build_history(events, meta_for(s, seed), &errors);
-  for (const auto& e : events) {
-    if (e.value("type", "") == "harness-error") {
-      t.harness_error = true;
-      t.harness_error_text += e.value("message", "") + "; ";
-    }
-  }
-  // A subject that cannot run here (e.g. its package is not installed) says
-  // so: the trial is inconclusive, with the reason — never a silent pass.
-  for (const auto& e : events) {
-    if (e.value("type", "") == "subject" && e.contains("available") && e["available"].is_boolean() &&
-        !e["available"].get<bool>()) {
-      t.unavailable = e.value("reason", std::string("the subject reported itself unavailable"));
-    }
-  }
+  // One pass over what the supervisor and the subject said about the trial
+  // itself. A subject that cannot run here (e.g. its package is not
+  // installed) says so: the trial is inconclusive, with the reason — never a
+  // silent pass.
   bool started = false, ended = false;
   for (const auto& e : events) {
-    if (e.value("type", "") == "trial") {
+    const std::string type = e.value("type", "");
+    if (type == "harness-error") {
+      t.harness_error = true;
+      t.harness_error_text += e.value("message", "") + "; ";
+    } else if (type == "subject" && e.contains("available") && e["available"].is_boolean() &&
+               !e["available"].get<bool>()) {
+      t.unavailable = e.value("reason", std::string("the subject reported itself unavailable"));
+    } else if (type == "trial") {
       started |= e.value("phase", "") == "start";
       ended |= e.value("phase", "") == "end";
     }

@@ -16,12 +16,8 @@ namespace {
 using records::BarrierLayout;
 using records::Participant;
 
-std::uint32_t load(const std::uint32_t& w) {
-  return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(w)).load(std::memory_order_acquire);
-}
-void store(std::uint32_t& w, std::uint32_t v) {
-  std::atomic_ref<std::uint32_t>(w).store(v, std::memory_order_release);
-}
+using sys::load;
+using sys::store;
 
 SegmentSpec barrier_spec(std::string suffix, int num_procs) {
   SegmentSpec s;
@@ -218,8 +214,7 @@ Result<std::uint32_t> Barrier::wait() {
   failpoint::crash_window("crash/barrier/wait/before-sleep");
   for (;;) {
     auto slice = std::min<std::chrono::nanoseconds>(I.opt.liveness_interval, d.left());
-    struct timespec rel{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
-    if (load(b->generation) == gen && !load(b->broken)) sys::futex_wait(&b->generation, gen, &rel);
+    if (load(b->generation) == gen && !load(b->broken)) sys::futex_wait_for(&b->generation, gen, slice);
     if (load(b->generation) != gen) return gen;
     if (load(b->broken)) return std::unexpected(broken_error());
     // Not woken within a liveness interval: look for dead or departed

@@ -25,12 +25,8 @@ using records::Slot;
 constexpr const char* kSuffix = "registry";
 constexpr auto kLivenessPoll = std::chrono::milliseconds(100);
 
-std::uint32_t load(const std::uint32_t& w) {
-  return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(w)).load(std::memory_order_acquire);
-}
-void store(std::uint32_t& w, std::uint32_t v) {
-  std::atomic_ref<std::uint32_t>(w).store(v, std::memory_order_release);
-}
+using sys::load;
+using sys::store;
 
 SegmentSpec registry_spec() {
   SegmentSpec s;
@@ -369,9 +365,7 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
                                                        "' never joined"));
       }
     }
-    auto wait = std::min<std::chrono::nanoseconds>(kLivenessPoll, d.left());
-    struct timespec rel{static_cast<time_t>(wait.count() / 1000000000), static_cast<long>(wait.count() % 1000000000)};
-    sys::futex_wait(&I.L->h.epoch, seen, &rel);
+    sys::futex_wait_for(&I.L->h.epoch, seen, std::min<std::chrono::nanoseconds>(kLivenessPoll, d.left()));
   }
   failpoint::crash_window("crash/registry/joined");
   return Lease{p, serial, spec.local_rank};

@@ -118,6 +118,11 @@ int futex_wait(std::uint32_t* addr, std::uint32_t expected, const struct timespe
   return 0;  // EAGAIN (value changed) or EINTR: caller re-checks
 }
 
+int futex_wait_for(std::uint32_t* addr, std::uint32_t expected, std::chrono::nanoseconds rel) {
+  struct timespec ts{static_cast<time_t>(rel.count() / 1000000000), static_cast<long>(rel.count() % 1000000000)};
+  return futex_wait(addr, expected, &ts);
+}
+
 void futex_wake_all(std::uint32_t* addr) {
   ::syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
@@ -81,6 +83,17 @@ Result<std::vector<std::string>> list_dir(const char* fp, const std::string& dir
 // Futex on a 32-bit word in shared memory (not private: other processes wait on it).
 // Returns 0 on wake or value change, ETIMEDOUT on timeout.
 int futex_wait(std::uint32_t* addr, std::uint32_t expected, const struct timespec* rel);
+int futex_wait_for(std::uint32_t* addr, std::uint32_t expected, std::chrono::nanoseconds rel);
 void futex_wake_all(std::uint32_t* addr);
+
+// Words other processes read without our lock (futex words, flags): acquire
+// loads and release stores, so what was written before a store is seen after
+// the matching load.
+inline std::uint32_t load(const std::uint32_t& w) {
+  return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(w)).load(std::memory_order_acquire);
+}
+inline void store(std::uint32_t& w, std::uint32_t v) {
+  std::atomic_ref<std::uint32_t>(w).store(v, std::memory_order_release);
+}
 
 }  // namespace shmcoord::sys
