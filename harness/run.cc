@@ -8,16 +8,14 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <deque>
 #include <map>
 #include <random>
-#include <sstream>
 
 #include "events.h"
+#include "files.h"
 #include "injector.h"
 #include "plan.h"
-#include "reports/reports.h"
 #include "subjects.h"
 #include "supervisor.h"
 
@@ -28,18 +26,6 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
-
-std::string read_file(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& p, const std::string& text) {
-  std::ofstream f(p);
-  f << text;
-}
 
 std::string quote(const std::string& s) {
   if (s.find_first_of(" '\"$\\") == std::string::npos) return s;
@@ -198,39 +184,6 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   return t;
 }
 
-Verdict RunResult::verdict() const {
-  Verdict v = Verdict::kValid;
-  for (const auto& t : trials) v = compose(v, t.verdict);
-  return v;
-}
-
-bool RunResult::harness_failed() const {
-  for (const auto& t : trials) {
-    if (t.harness_error) return true;
-  }
-  return false;
-}
-
-std::vector<std::string> RunResult::missing_reached() const {
-  std::vector<std::string> out;
-  for (const auto& [scenario, states] : expect_reached) {
-    for (const auto& s : states) {
-      bool hit = false;
-      for (const auto& t : trials) hit |= t.scenario == scenario && t.reached.contains(s);
-      if (!hit) out.push_back(scenario + ": " + s);
-    }
-  }
-  return out;
-}
-
-int RunResult::exit_code() const {
-  Verdict v = verdict();
-  if (v == Verdict::kInvalid) return 1;
-  if (harness_failed()) return 3;
-  if (v == Verdict::kUnknown || !missing_reached().empty()) return 4;
-  return 0;
-}
-
 RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   RunResult r;
   r.seed = opt.seed ? opt.seed : std::random_device{}() | (static_cast<std::uint64_t>(std::random_device{}()) << 32);
@@ -244,6 +197,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   if (!opt.subject_explicit && !scenarios.empty() && !scenarios.front().subject.empty()) r.subject = scenarios.front().subject;
   r.shard_index = opt.shard_index;
   r.shard_count = std::max(1, opt.shard_count);
+  r.max_listed = opt.max_kept > 0 ? static_cast<std::size_t>(opt.max_kept) : 0;
   fs::create_directories(r.out_dir);
   r.out_dir = fs::canonical(r.out_dir).string();
   for (const auto& s : scenarios) {
@@ -254,7 +208,9 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     const Scenario* s;
     int trial;
   };
-  std::vector<Pending> queue;
+  // Trials to start, oldest first. A soak refills it one round at a time and
+  // drops what it started, so it never holds more than a round.
+  std::deque<Pending> queue;
   // Shard i of n runs the trial indices congruent to i mod n: shards with the
   // same seed split the seed space with no overlap and no gap.
   const int shards = std::max(1, opt.shard_count), shard = opt.shard_index;
@@ -272,8 +228,9 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       for (int i = shard; i < n; i += shards) queue.push_back({&s, i});
     }
   };
-  const bool by_duration = opt.duration_s > 0 && !opt.only_trial;
-  enqueue_round(0, by_duration ? 1 : 0);
+  const bool soak = by_duration(opt);
+  enqueue_round(0, soak ? 1 : 0);
+  const auto planned = static_cast<std::int64_t>(queue.size());
   int round = 1;
 
   struct sigaction sa{};
@@ -283,8 +240,6 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   g_stop = 0;
 
   const int parallel = opt.parallel > 0 ? opt.parallel : std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
-  const bool tty = ::isatty(STDERR_FILENO);
-  const bool color = tty && !std::getenv("NO_COLOR");
   struct Running {
     Pending p;
     std::string dir;
@@ -292,38 +247,43 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     std::chrono::steady_clock::time_point started;
   };
   std::map<pid_t, Running> running;
-  std::size_t next = 0;
+  std::uint64_t started = 0;  // trials started (or that failed to start): names their fallback roots
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto last_progress = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  int violations = 0;
+  std::uint64_t violations = 0;
   int kept_failing = 0;
-  std::deque<std::size_t> kept_passing;  // indexes into r.trials, oldest first
+  std::deque<std::string> kept_passing;  // dirs, oldest first
 
-  auto progress = [&](bool force) {
-    if (opt.quiet) return;
-    auto n = std::chrono::steady_clock::now();
-    if (!force && n - last_progress < (tty ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000))) return;
-    last_progress = n;
-    reports::Progress p;
-    p.done = static_cast<int>(r.trials.size());
-    p.planned = by_duration ? -1 : static_cast<int>(queue.size());
+  auto progress = [&](bool final) {
+    Progress p;
+    p.done = r.tally.trials();
+    p.planned = soak ? -1 : planned;
     p.violations = violations;
     p.elapsed = elapsed();
-    if (by_duration) {
+    p.final = final;
+    if (soak) {
       p.remaining = std::max(0.0, opt.duration_s - p.elapsed);
     } else if (p.done > 0) {
-      p.remaining = p.elapsed / p.done * (p.planned - p.done);
+      p.remaining = p.elapsed / static_cast<double>(p.done) * static_cast<double>(p.planned - static_cast<std::int64_t>(p.done));
     }
-    reports::console_progress(stderr, p, tty, color);
+    for (const auto& sub : opt.subscribers) sub->progress(p);
+  };
+  // Counts a finished trial and tells the subscribers.
+  auto finished = [&](TrialResult t) {
+    r.elapsed = elapsed();
+    r.add(t);
+    for (const auto& sub : opt.subscribers) sub->trial_finished(t, r);
+    progress(false);
   };
 
   while (true) {
     if (!g_stop) {
-      if (by_duration && next >= queue.size() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
-      while (!g_stop && running.size() < static_cast<std::size_t>(parallel) && next < queue.size() &&
-             (!by_duration || elapsed() < opt.duration_s)) {
-        Pending p = queue[next++];
+      if (soak && queue.empty() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
+      while (!g_stop && running.size() < static_cast<std::size_t>(parallel) && !queue.empty() &&
+             (!soak || elapsed() < opt.duration_s)) {
+        Pending p = queue.front();
+        queue.pop_front();
+        ++started;
         TrialPlan plan = base_plan(*p.s, r.seed, p.trial);
         Rng rng(plan.seed);
         for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
@@ -340,7 +300,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.command = opt.subject_explicit || p.s->subject.empty() ? opt.subject_command : p.s->subject_command;
         cfg.shm_root = opt.subject_explicit || p.s->subject.empty() ? opt.subject_root : p.s->subject_root;
         cfg.allow_shared_shm = opt.allow_shared_shm;
-        cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(next) + ".";
+        cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
         pid_t pid = start_supervisor(plan, cfg);
         if (pid < 0) {
           TrialResult t;
@@ -348,15 +308,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           t.trial = p.trial;
           t.harness_error = true;
           t.harness_error_text = "fork failed";
-          r.trials.push_back(t);
+          finished(std::move(t));
           continue;
         }
         running[pid] = Running{p, dir, plan.seed, std::chrono::steady_clock::now()};
       }
     }
     if (running.empty()) {
-      const bool time_up = by_duration && elapsed() >= opt.duration_s;
-      if (g_stop || time_up || (!by_duration && next >= queue.size())) break;
+      const bool time_up = soak && elapsed() >= opt.duration_s;
+      if (g_stop || time_up || (!soak && queue.empty())) break;
       continue;
     }
     int st = 0;
@@ -390,18 +350,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // Bounded disk: at most max_kept failing trial dirs (the first ones; later
     // failures are summarised without their dir), and with --keep-passing the
     // oldest passing dirs make room for newer ones.
-    const bool failing = t.verdict != Verdict::kValid || t.harness_error;
+    const bool failing = t.failing();
     if (failing && (opt.max_kept <= 0 || kept_failing < opt.max_kept)) {
       t.kept = true;
       ++kept_failing;
     } else if (!failing && opt.keep_passing) {
       t.kept = true;
-      kept_passing.push_back(r.trials.size());
+      kept_passing.push_back(t.dir);
       if (opt.max_kept > 0 && static_cast<int>(kept_passing.size()) > opt.max_kept) {
-        TrialResult& old = r.trials[kept_passing.front()];
-        fs::remove_all(old.dir);
-        old.dir.clear();
-        old.kept = false;
+        fs::remove_all(kept_passing.front());
         kept_passing.pop_front();
       }
     } else {
@@ -416,21 +373,14 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
       }
     }
-    r.trials.push_back(std::move(t));
-    r.elapsed = elapsed();
-    if (opt.on_trial) opt.on_trial(r);
-    if (by_duration) {  // live during a soak
-      reports::write_summary(r, r.out_dir + "/summary.json");
-      if (!opt.metrics_file.empty()) reports::write_metrics_live(r, opt.metrics_file, nullptr);
-    }
-    progress(false);
+    finished(std::move(t));
   }
-  progress(true);
-  if (tty && !opt.quiet) std::fputc('\n', stderr);
   r.interrupted = g_stop != 0;
   r.elapsed = elapsed();
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  progress(true);
+  for (const auto& sub : opt.subscribers) sub->run_finished(r);
   return r;
 }
 

@@ -1,15 +1,18 @@
 // A run: trials of one or more scenarios, up to `parallel` at a time, each in
 // its own supervisor. The harness process itself only plans, waits, checks and
-// reports; it never touches a trial's shared memory.
+// counts; it never touches a trial's shared memory. It writes no report: it
+// emits events (run_events.h) that reports subscribe to, and returns the run's
+// aggregate (results.h). SIGINT/SIGTERM end the running trials and return
+// what finished, marked interrupted.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "results.h"
+#include "run_events.h"
 #include "scenario.h"
 
 namespace harness {
@@ -28,19 +31,21 @@ struct RunOptions {
   bool subject_explicit = false;             // --subject given: it wins over scenarios' `subject`
   bool allow_shared_shm = false;
   bool keep_passing = false;
-  bool quiet = false;               // no progress lines (shrink, replay)
-  int max_kept = 100;               // cap on kept failing trial dirs (and on kept passing ones); 0: no cap
+  // Cap on kept failing trial dirs (and on kept passing ones), and on the
+  // failing trials RunResult lists with their details; 0: no cap.
+  int max_kept = 100;
   int shard_index = 0, shard_count = 1;  // --shard i/n
   bool allow_mount_ns = true;
   std::string exe;                  // the worker binary: this one, or --worker-bin
   bool stop_on_violation = false;   // stop starting trials after the first invalid one
-  std::string metrics_file;         // refreshed after every trial of a --duration soak
-  // Called after every finished trial with the run so far (live reporting:
-  // e.g. a /metrics endpoint). Runs on the harness's only thread.
-  std::function<void(const RunResult&)> on_trial;
+  // Told about every finished trial, the progress and the end (run_events.h).
+  RunSubscribers subscribers;
   std::string invocation;           // how to spell the binary in reproduce commands
   std::string reproduce_flags;      // run flags a reproduce command must repeat
 };
+
+// A --duration soak: trials go on round-robin until the time is up.
+inline bool by_duration(const RunOptions& o) { return o.duration_s > 0 && !o.only_trial; }
 
 // Loads and validates scenarios (invariants, fault kinds, injector params).
 // On error returns false with "file:line: message" in *err.

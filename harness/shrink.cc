@@ -8,6 +8,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "files.h"
+
 namespace harness {
 namespace fs = std::filesystem;
 
@@ -127,13 +129,6 @@ std::string render(const toml::table& t) {
   return os.str();
 }
 
-std::string read_file(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 ShrinkResult shrink(const ShrinkOptions& opt) {
@@ -192,13 +187,10 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
       ro.seed = seed;
       ro.only_trial = trial;
       ro.out_dir = work + "/run";
-      ro.quiet = true;
       fs::remove_all(ro.out_dir);
       RunResult rr = run(sc, ro);
-      for (const auto& tr : rr.trials) {
-        for (const auto& c : tr.checks) {
-          if (c.invariant == res.invariant && c.verdict == Verdict::kInvalid) return true;
-        }
+      for (const auto& [scenario, st] : rr.tally.scenarios()) {
+        if (auto c = st.invariants.find(res.invariant); c != st.invariants.end() && c->second.invalid > 0) return true;
       }
       if (rr.interrupted) return false;
     }

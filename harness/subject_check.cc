@@ -147,9 +147,16 @@ std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& comm
   ro.trials = 1;
   ro.seed = 1;
   ro.keep_passing = true;
-  ro.quiet = true;
   ro.out_dir = dir + "/run";
-  RunResult r = run({s}, ro);
+  // The one trial, as it finished: it passes (and is then only counted) or not.
+  struct Capture : RunSubscriber {
+    std::vector<TrialResult> trials;
+    void trial_finished(const TrialResult& t, const RunResult&) override { trials.push_back(t); }
+  };
+  auto capture = std::make_shared<Capture>();
+  ro.subscribers.push_back(capture);
+  (void)run({s}, ro);
+  const std::vector<TrialResult>& trials = capture->trials;
   const std::string trial = dir + "/run/subject-check/trial-0";
 
   std::ifstream f(trial + "/history.jsonl");
@@ -194,16 +201,16 @@ std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& comm
   std::string seen;
   for (const auto& o : ops_ok) seen += (seen.empty() ? "" : ", ") + o;
   out.push_back({all_ops, "a clean single-rank trial succeeds: acquire, barrier, release", "ok ops: " + seen});
-  bool unavailable = !r.trials.empty() && !r.trials[0].unavailable.empty();
-  if (unavailable) out.back().detail += " (the subject says it is not available: " + r.trials[0].unavailable + ")";
-  bool clean_exit = !r.trials.empty() && !r.trials[0].harness_error;
-  for (const auto& t : r.trials) {
+  bool unavailable = !trials.empty() && !trials[0].unavailable.empty();
+  if (unavailable) out.back().detail += " (the subject says it is not available: " + trials[0].unavailable + ")";
+  bool clean_exit = !trials.empty() && !trials[0].harness_error;
+  for (const auto& t : trials) {
     for (const auto& c : t.checks) {
       if (c.invariant == "worker.clean-exit" && c.verdict != Verdict::kValid) clean_exit = false;
     }
   }
   out.push_back({clean_exit, "workers exit 0 (or 1 after a reported error), nothing else",
-                 r.trials.empty() ? "no trial ran" : r.trials[0].harness_error_text});
+                 trials.empty() ? "no trial ran" : trials[0].harness_error_text});
   std::string leaked;
   for (const auto& n : names_in("/dev/shm")) {
     if (!shm_before.contains(n)) leaked += " /dev/shm/" + n;

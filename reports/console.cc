@@ -1,3 +1,4 @@
+#include <chrono>
 #include <map>
 
 #include "reports/reports.h"
@@ -21,13 +22,13 @@ std::string fmt_secs(double s) {
 }  // namespace
 
 void console_progress(std::FILE* out, const Progress& p, bool tty, bool color) {
-  double rate = p.elapsed > 0 ? p.done / p.elapsed : 0;
+  double rate = p.elapsed > 0 ? static_cast<double>(p.done) / p.elapsed : 0;
   char line[256];
   std::string planned = p.planned >= 0 ? std::to_string(p.planned) : "-";
-  std::snprintf(line, sizeof line, "trials %d/%s  violations %s%d%s  %.1f trials/s  elapsed %s  remaining %s",
-                p.done, planned.c_str(), p.violations ? paint(color, "\033[31m") : "", p.violations,
-                p.violations ? paint(color, "\033[0m") : "", rate, fmt_secs(p.elapsed).c_str(),
-                fmt_secs(p.remaining).c_str());
+  std::snprintf(line, sizeof line, "trials %llu/%s  violations %s%llu%s  %.1f trials/s  elapsed %s  remaining %s",
+                static_cast<unsigned long long>(p.done), planned.c_str(), p.violations ? paint(color, "\033[31m") : "",
+                static_cast<unsigned long long>(p.violations), p.violations ? paint(color, "\033[0m") : "", rate,
+                fmt_secs(p.elapsed).c_str(), fmt_secs(p.remaining).c_str());
   if (tty) {
     std::fprintf(out, "\r\033[K%s", line);
   } else {
@@ -36,16 +37,39 @@ void console_progress(std::FILE* out, const Progress& p, bool tty, bool color) {
   std::fflush(out);
 }
 
+namespace {
+
+class ProgressLine : public harness::RunSubscriber {
+ public:
+  ProgressLine(std::FILE* out, bool tty, bool color) : out_(out), tty_(tty), color_(color) {}
+  void progress(const Progress& p) override {
+    auto now = std::chrono::steady_clock::now();
+    if (!p.final && now - last_ < (tty_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000))) return;
+    last_ = now;
+    console_progress(out_, p, tty_, color_);
+  }
+  void run_finished(const harness::RunResult&) override {
+    if (tty_) std::fputc('\n', out_);
+  }
+
+ private:
+  std::FILE* out_;
+  bool tty_, color_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now() - std::chrono::hours(1);
+};
+
+}  // namespace
+
+std::shared_ptr<harness::RunSubscriber> progress_line(std::FILE* out, bool tty, bool color) {
+  return std::make_shared<ProgressLine>(out, tty, color);
+}
+
 std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r) {
   std::map<std::string, ScenarioRow> table;
-  for (const auto& t : r.trials) {
-    ScenarioRow& row = table[t.scenario];
-    ++row.trials;
-    for (const auto& c : t.checks) {
-      InvariantCell& cell = row.invariants[c.invariant];
-      if (c.verdict != harness::Verdict::kValid) ++cell.failing;
-      cell.worst = harness::compose(cell.worst, c.verdict);
-    }
+  for (const auto& [name, s] : r.tally.scenarios()) {
+    ScenarioRow& row = table[name];
+    row.trials = s.trials;
+    for (const auto& [inv, c] : s.invariants) row.invariants[inv] = InvariantCell{c.not_valid(), c.worst};
   }
   return table;
 }
@@ -56,15 +80,18 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   for (const auto& [s, row] : scenario_table(r)) {
     for (const auto& [inv, cell] : row.invariants) {
       const char* c = cell.worst == Verdict::kInvalid ? "\033[31m" : cell.worst == Verdict::kUnknown ? "\033[33m" : "\033[32m";
-      std::fprintf(out, "%-28s %-26s %7d %9d  %s%s%s\n", s.c_str(), inv.c_str(), row.trials, cell.failing, paint(color, c),
-                   harness::verdict_name(cell.worst), paint(color, "\033[0m"));
+      std::fprintf(out, "%-28s %-26s %7llu %9llu  %s%s%s\n", s.c_str(), inv.c_str(), static_cast<unsigned long long>(row.trials),
+                   static_cast<unsigned long long>(cell.failing), paint(color, c), harness::verdict_name(cell.worst),
+                   paint(color, "\033[0m"));
     }
   }
-  int shown = 0;
-  for (const auto& t : r.trials) {
+  // Every (trial, invariant) that was not valid, the first 20 in detail; the
+  // rest (and those of trials past the --max-kept cap) are counted.
+  std::uint64_t shown = 0;
+  for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      if (c.verdict == Verdict::kValid) continue;
-      if (++shown > 20) continue;
+      if (c.verdict == Verdict::kValid || shown >= 20) continue;
+      ++shown;
       std::fprintf(out, "\n%s%s%s %s trial %d (seed %llu): %s\n", paint(color, "\033[1m"), harness::verdict_name(c.verdict),
                    paint(color, "\033[0m"), t.scenario.c_str(), t.trial, static_cast<unsigned long long>(t.seed),
                    c.invariant.c_str());
@@ -72,18 +99,34 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
       std::fprintf(out, "  trial dir: %s\n  reproduce: %s\n", t.dir.c_str(), t.reproduce.c_str());
     }
   }
-  if (shown > 20) std::fprintf(out, "\n(%d more; see summary.json)\n", shown - 20);
-  for (const auto& t : r.trials) {
-    if (t.harness_error) std::fprintf(out, "\nharness error in %s trial %d: %s\n", t.scenario.c_str(), t.trial, t.harness_error_text.c_str());
+  std::uint64_t listed_lines = 0;
+  for (const auto& t : r.listed) {
+    for (const auto& c : t.checks) listed_lines += c.verdict != Verdict::kValid ? 1 : 0;
   }
-  std::map<std::string, std::string> skipped;
-  for (const auto& t : r.trials) {
-    if (!t.unavailable.empty()) skipped[t.scenario] = t.unavailable;
+  if (const std::uint64_t total = r.tally.not_valid_checks(); total > shown) {
+    if (listed_lines == total) {
+      std::fprintf(out, "\n(%llu more; see summary.json)\n", static_cast<unsigned long long>(total - shown));
+    } else {  // some failing trials were past the --max-kept cap: only counted
+      std::fprintf(out, "\n(%llu more; summary.json lists %llu of them and counts the rest)\n",
+                   static_cast<unsigned long long>(total - shown), static_cast<unsigned long long>(listed_lines - shown));
+    }
   }
-  for (const auto& [s, why] : skipped) std::fprintf(out, "\nskipped %s: subject not available: %s\n", s.c_str(), why.c_str());
+  std::uint64_t errors_shown = 0;
+  for (const auto& t : r.listed) {
+    if (!t.harness_error) continue;
+    ++errors_shown;
+    std::fprintf(out, "\nharness error in %s trial %d: %s\n", t.scenario.c_str(), t.trial, t.harness_error_text.c_str());
+  }
+  if (r.tally.harness_errors() > errors_shown) {
+    std::fprintf(out, "\n(%llu more harness errors past the --max-kept cap)\n",
+                 static_cast<unsigned long long>(r.tally.harness_errors() - errors_shown));
+  }
+  for (const auto& [s, st] : r.tally.scenarios()) {
+    if (st.unavailable > 0) std::fprintf(out, "\nskipped %s: subject not available: %s\n", s.c_str(), st.last_unavailable.c_str());
+  }
   for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", m.c_str());
-  std::fprintf(out, "\n%zu trials in %.1fs, verdict %s%s\n", r.trials.size(), r.elapsed, harness::verdict_name(r.verdict()),
-               r.interrupted ? " (interrupted)" : "");
+  std::fprintf(out, "\n%llu trials in %.1fs, verdict %s%s\n", static_cast<unsigned long long>(r.tally.trials()), r.elapsed,
+               harness::verdict_name(r.verdict()), r.interrupted ? " (interrupted)" : "");
 }
 
 }  // namespace reports

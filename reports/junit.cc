@@ -56,17 +56,9 @@ bool xml_char(long cp) {
 std::string attr(std::string_view s) { return xml_escape(s, true); }
 std::string text(std::string_view s) { return xml_escape(s, false); }
 
-// What happened to one invariant in one scenario, over all its trials.
-struct Cell {
-  std::vector<const harness::TrialResult*> invalid, unknown;
-  std::map<const harness::TrialResult*, const harness::CheckResult*> check;
-};
-
-struct Suite {
-  std::vector<const harness::TrialResult*> trials;
-  std::map<std::string, Cell> invariants;
-  double seconds = 0;
-};
+// The listed trials in which one invariant was invalid (or unknown), each
+// with its check.
+using Listed = std::vector<std::pair<const harness::TrialResult*, const harness::CheckResult*>>;
 
 std::string trial_block(const harness::TrialResult& t, const harness::CheckResult& c) {
   std::string s = fmt::format("trial {} (seed {})\n", t.trial, t.seed);
@@ -81,14 +73,14 @@ std::string trial_block(const harness::TrialResult& t, const harness::CheckResul
   return s;
 }
 
-std::string trials_text(const std::vector<const harness::TrialResult*>& trials, const Cell& cell) {
+// The first listed trials in detail; `total` counts them all, listed or not.
+std::string trials_text(const Listed& trials, std::uint64_t total) {
   std::string s;
-  for (std::size_t i = 0; i < trials.size() && i < kMaxTrialsListed; ++i) {
-    s += "\n" + trial_block(*trials[i], *cell.check.at(trials[i]));
+  std::size_t shown = 0;
+  for (; shown < trials.size() && shown < kMaxTrialsListed; ++shown) {
+    s += "\n" + trial_block(*trials[shown].first, *trials[shown].second);
   }
-  if (trials.size() > kMaxTrialsListed) {
-    s += fmt::format("\n({} more trials: see summary.json)\n", trials.size() - kMaxTrialsListed);
-  }
+  if (total > shown) s += fmt::format("\n({} more trials: see summary.json)\n", total - shown);
   return s;
 }
 
@@ -147,90 +139,88 @@ std::string xml_escape(std::string_view s, bool attribute) {
 }
 
 std::string junit_xml(const harness::RunResult& r) {
-  std::map<std::string, Suite> suites;
-  for (const auto& t : r.trials) {
-    Suite& s = suites[t.scenario];
-    s.trials.push_back(&t);
-    s.seconds += t.seconds;
-    for (const auto& c : t.checks) {
-      Cell& cell = s.invariants[c.invariant];
-      cell.check[&t] = &c;
-      if (c.verdict == Verdict::kInvalid) cell.invalid.push_back(&t);
-      if (c.verdict == Verdict::kUnknown) cell.unknown.push_back(&t);
-    }
-  }
   const auto missing = r.missing_reached();
 
   int all_tests = 0, all_failures = 0, all_errors = 0;
   std::string body;
-  for (const auto& [name, s] : suites) {
+  for (const auto& [name, s] : r.tally.scenarios()) {
     int tests = 0, failures = 0, errors = 0, skipped = 0;
     std::string cases;
-    const std::size_t n = s.trials.size();
+    const std::uint64_t n = s.trials;
+    std::vector<const harness::TrialResult*> listed;
+    for (const auto& t : r.listed) {
+      if (t.scenario == name) listed.push_back(&t);
+    }
     for (const auto& [inv, cell] : s.invariants) {
       ++tests;
+      Listed invalid, unknown;
+      for (const auto* t : listed) {
+        for (const auto& c : t->checks) {
+          if (c.invariant != inv) continue;
+          if (c.verdict == Verdict::kInvalid) invalid.emplace_back(t, &c);
+          if (c.verdict == Verdict::kUnknown) unknown.emplace_back(t, &c);
+        }
+      }
       std::string children;
-      if (!cell.invalid.empty()) {
+      if (cell.invalid > 0) {
         ++failures;
-        const auto& first = *cell.invalid.front();
-        std::string msg =
-            fmt::format("{} violated in {} of {} trials", inv, cell.invalid.size(), n);
-        if (!first.reproduce.empty()) msg += "; reproduce: " + first.reproduce;
+        std::string msg = fmt::format("{} violated in {} of {} trials", inv, cell.invalid, n);
+        if (!invalid.empty() && !invalid.front().first->reproduce.empty()) {
+          msg += "; reproduce: " + invalid.front().first->reproduce;
+        }
         std::string body_text = fmt::format("{} violated in {} of {} trials of {} (run seed {}).\n",
-                                            inv, cell.invalid.size(), n, name, r.seed);
-        body_text += trials_text(cell.invalid, cell);
-        if (!cell.unknown.empty()) {
-          body_text += fmt::format("\nAlso inconclusive in {} trials.\n", cell.unknown.size());
+                                            inv, cell.invalid, n, name, r.seed);
+        body_text += trials_text(invalid, cell.invalid);
+        if (cell.unknown > 0) {
+          body_text += fmt::format("\nAlso inconclusive in {} trials.\n", cell.unknown);
         }
         children = fmt::format("      <failure type=\"invalid\" message=\"{}\">{}</failure>\n",
                                attr(msg), text(body_text));
-      } else if (!cell.unknown.empty()) {
+      } else if (cell.unknown > 0) {
         ++skipped;
-        const auto& first = *cell.unknown.front();
-        const auto& problems = cell.check.at(&first)->problems;
-        std::string msg = fmt::format("inconclusive in {} of {} trials", cell.unknown.size(), n);
-        if (!problems.empty()) msg += ": " + problems.front();
+        std::string msg = fmt::format("inconclusive in {} of {} trials", cell.unknown, n);
+        if (!unknown.empty() && !unknown.front().second->problems.empty()) {
+          msg += ": " + unknown.front().second->problems.front();
+        }
         std::string body_text =
             fmt::format("{} could not be decided in {} of {} trials of {} (run seed {}).\n", inv,
-                        cell.unknown.size(), n, name, r.seed);
-        body_text += trials_text(cell.unknown, cell);
+                        cell.unknown, n, name, r.seed);
+        body_text += trials_text(unknown, cell.unknown);
         children = fmt::format("      <skipped type=\"inconclusive\" message=\"{}\">{}</skipped>\n",
                                attr(msg), text(body_text));
       }
       cases += testcase(name, inv, children);
     }
     // Harness failures are not any invariant's verdict: JUnit's <error>.
-    std::vector<const harness::TrialResult*> broken;
-    for (const auto* t : s.trials) {
-      if (t->harness_error) broken.push_back(t);
-    }
-    if (!broken.empty()) {
+    if (s.harness_errors > 0) {
       ++tests, ++errors;
       std::string body_text;
-      for (const auto* t : broken) {
+      std::uint64_t shown = 0;
+      for (const auto* t : listed) {
+        if (!t->harness_error) continue;
+        ++shown;
         body_text +=
             fmt::format("trial {} (seed {}): {}\n", t->trial, t->seed, t->harness_error_text);
         if (!t->dir.empty()) body_text += "  trial dir: " + t->dir + "\n";
       }
+      if (s.harness_errors > shown) {
+        body_text += fmt::format("({} more trials: see summary.json)\n", s.harness_errors - shown);
+      }
       cases += testcase(
           name, "harness",
           fmt::format("      <error type=\"harness-error\" message=\"{}\">{}</error>\n",
-                      attr(fmt::format("the harness failed in {} of {} trials: {}", broken.size(),
-                                       n, broken.front()->harness_error_text)),
+                      attr(fmt::format("the harness failed in {} of {} trials: {}", s.harness_errors,
+                                       n, s.first_harness_error)),
                       text(body_text)));
     }
     // A subject that could not run here checked nothing: say so, never a silent pass.
-    std::vector<const harness::TrialResult*> unavailable;
-    for (const auto* t : s.trials) {
-      if (!t->unavailable.empty()) unavailable.push_back(t);
-    }
-    if (!unavailable.empty()) {
+    if (s.unavailable > 0) {
       ++tests, ++skipped;
       cases += testcase(
           name, "subject",
           fmt::format("      <skipped type=\"unavailable\" message=\"{}\">{}</skipped>\n",
                       attr(fmt::format("subject {} not available in {} of {} trials: {}", r.subject,
-                                       unavailable.size(), n, unavailable.front()->unavailable)),
+                                       s.unavailable, n, s.first_unavailable)),
                       text(fmt::format("No invariant was checked in those trials.\n"))));
     }
     if (auto it = r.expect_reached.find(name); it != r.expect_reached.end()) {
@@ -254,7 +244,6 @@ std::string junit_xml(const harness::RunResult& r) {
     }
     all_tests += tests, all_failures += failures, all_errors += errors;
 
-    const auto* first = s.trials.front();
     std::string props;
     auto prop = [&](const std::string& k, const std::string& v) {
       props += fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", attr(k), attr(v));
@@ -263,7 +252,7 @@ std::string junit_xml(const harness::RunResult& r) {
     prop("trials", std::to_string(n));
     prop("subject", r.subject);
     prop("run_id", r.run_id);
-    if (!first->scenario_file.empty()) prop("scenario_file", first->scenario_file);
+    if (!s.file.empty()) prop("scenario_file", s.file);
     if (r.interrupted) prop("interrupted", "true");
     body += fmt::format(
         "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" "

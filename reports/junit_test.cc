@@ -47,15 +47,12 @@ TrialResult Trial(const std::string& scenario, int n, std::vector<CheckResult> c
 
 // Two scenarios: "basic" with a violation in one trial of two, "stop" with an
 // inconclusive invariant, a harness error and a never-reached state.
-RunResult Sample() {
-  RunResult r;
-  r.run_id = "20260101-000000-1";
-  r.seed = 7;
-  r.elapsed = 1.5;
-  r.trials.push_back(
+std::vector<TrialResult> SampleTrials() {
+  std::vector<TrialResult> trials;
+  trials.push_back(
       Trial("basic", 0,
             {Check("prefix.unique", Verdict::kValid), Check("cleanup.safety", Verdict::kValid)}));
-  r.trials.push_back(Trial(
+  trials.push_back(Trial(
       "basic", 1,
       {Check("prefix.unique", Verdict::kValid),
        Check("cleanup.safety", Verdict::kInvalid, {"cleanup by job 0 rank 1 (pid 5) removed x"})}));
@@ -64,7 +61,16 @@ RunResult Sample() {
             {Check("barrier.liveness", Verdict::kUnknown, {"barrier of job 0 rank 0 cut off"})});
   t.harness_error = true;
   t.harness_error_text = "supervisor exited abnormally";
-  r.trials.push_back(t);
+  trials.push_back(t);
+  return trials;
+}
+
+RunResult Sample(const std::vector<TrialResult>& trials = SampleTrials()) {
+  RunResult r;
+  r.run_id = "20260101-000000-1";
+  r.seed = 7;
+  r.elapsed = 1.5;
+  for (const auto& t : trials) r.add(t);
   r.expect_reached["stop"] = {"cleanup-while-owner-stopped"};
   return r;
 }
@@ -154,7 +160,7 @@ TEST(JUnit, UnavailableSubjectIsSkippedNotPassed) {
   t.scenario = "permission-uid";
   t.verdict = Verdict::kUnknown;
   t.unavailable = "needs root";
-  r.trials = {t, t};
+  r.add(t), r.add(t);
   std::string x = junit_xml(r);
   EXPECT_NE(x.find("<testsuite name=\"permission-uid\" tests=\"1\" failures=\"0\" errors=\"0\" "
                    "skipped=\"1\""),
@@ -202,11 +208,12 @@ TEST(XmlEscape, ForbiddenCharactersAndBadUtf8BecomeReplacementChar) {
 TEST(JUnit, ValidAgainstSchemaEvenWithHostileText) {
   if (::access(kXmllint, X_OK) != 0)
     GTEST_SKIP() << "xmllint not installed (scripts/setup installs libxml2-utils)";
-  RunResult r = Sample();
+  auto trials = SampleTrials();
   const std::string nasty = "bad <tag> & \"quotes\" 'apos' ]]> \x01\x1f \xff tab\there";
-  r.trials[1].checks[1].problems.push_back(nasty);
-  r.trials[1].reproduce = "shmstress run 'my scenarios/a&b.toml' --seed 7 --trial 1";
-  r.trials[1].scenario = "odd \"name\" <x>";
+  trials[1].checks[1].problems.push_back(nasty);
+  trials[1].reproduce = "shmstress run 'my scenarios/a&b.toml' --seed 7 --trial 1";
+  trials[1].scenario = "odd \"name\" <x>";
+  RunResult r = Sample(trials);
   r.subject = "native";
   TempDir dir;
   const std::string file = dir.path() + "/junit.xml";

@@ -163,9 +163,9 @@ void LiveEndpoint::set(const std::vector<MetricFamily>& families) {
 
 // --- the wiring --------------------------------------------------------------------
 
-std::unique_ptr<LiveReporting> LiveReporting::start(const LiveOptions& o, std::string* err,
+std::shared_ptr<LiveReporting> LiveReporting::start(const LiveOptions& o, std::string* err,
                                                     int* rc) {
-  std::unique_ptr<LiveReporting> live(new LiveReporting());
+  std::shared_ptr<LiveReporting> live(new LiveReporting());
   *rc = 2;
   if (!o.pushgateway.empty()) {
     live->push_ = parse_pushgateway_url(o.pushgateway, err);
@@ -204,7 +204,7 @@ std::unique_ptr<LiveReporting> LiveReporting::start(const LiveOptions& o, std::s
     // Before the first trial: the families exist, with nothing counted yet.
     MetricsOptions mo;
     mo.in_progress = true;
-    live->endpoint_->set(metrics_families(live->tally_, o.subject, 0, mo));
+    live->endpoint_->set(metrics_families(harness::RunTally(), o.subject, 0, mo));
     std::printf("metrics: serving http://%s/metrics\n",
                 ListenAddress{a->host, live->endpoint_->port(), a->loopback}.bind_spec().c_str());
     std::fflush(stdout);
@@ -214,16 +214,11 @@ std::unique_ptr<LiveReporting> LiveReporting::start(const LiveOptions& o, std::s
 
 LiveReporting::~LiveReporting() = default;
 
-void LiveReporting::on_trial(const harness::RunResult& r) {
+void LiveReporting::trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) {
   if (!endpoint_) return;
-  if (r.trials.size() < seen_) {  // not the run we were following: start over
-    tally_ = MetricsTally();
-    seen_ = 0;
-  }
-  for (; seen_ < r.trials.size(); ++seen_) tally_.add(r.trials[seen_]);
   MetricsOptions mo;
   mo.in_progress = true;
-  endpoint_->set(metrics_families(tally_, r.subject, r.elapsed, mo));
+  endpoint_->set(metrics_families(so_far, mo));
 }
 
 int LiveReporting::finish(const harness::RunResult& r, int exit_code) {

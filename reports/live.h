@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "harness/results.h"
+#include "harness/run_events.h"
 #include "reports/reports.h"
 
 namespace reports {
@@ -80,7 +81,7 @@ std::string push_path(const PushTarget& t, const std::string& job,
 bool http_push(const PushTarget& t, const std::string& method, const std::string& path,
                const std::string& body, double timeout_s, std::string* err);
 
-// --- what `shmstress run` wires in (harness/main.cc) --------------------------
+// --- what `shmstress run` wires in (cli/run.cc) -----------------------------
 struct LiveOptions {
   std::string listen;       // --listen HOST:PORT
   bool listen_any = false;  // --listen-any: allow a non-loopback address
@@ -89,15 +90,16 @@ struct LiveOptions {
   std::string subject = "native";    // the run's (RunOptions::subject)
 };
 
-class LiveReporting {
+// A run subscriber (harness/run_events.h): after every trial the endpoint
+// serves the run so far, as in progress.
+class LiveReporting : public harness::RunSubscriber {
  public:
   // Validates the options and binds the endpoint. nullptr with a message in
   // *err and the exit code in *rc: 2 for a bad value (or a non-loopback
   // --listen without --listen-any), 3 if the address cannot be bound.
-  static std::unique_ptr<LiveReporting> start(const LiveOptions& o, std::string* err, int* rc);
-  ~LiveReporting();
-  // RunOptions::on_trial: the run so far, served as in progress.
-  void on_trial(const harness::RunResult& r);
+  static std::shared_ptr<LiveReporting> start(const LiveOptions& o, std::string* err, int* rc);
+  ~LiveReporting() override;
+  void trial_finished(const harness::TrialResult& t, const harness::RunResult& so_far) override;
   // The end of the run, its exit code final: the endpoint serves the final
   // values, then the metrics are pushed (POST, grouped by job="shmstress" and
   // subject). last_success_timestamp_seconds is sent only when exit_code is 0,
@@ -112,8 +114,6 @@ class LiveReporting {
   std::optional<PushTarget> push_;
   std::string push_url_;
   double push_timeout_s_ = 10;
-  MetricsTally tally_;
-  std::size_t seen_ = 0;  // trials of the run already in tally_
 };
 
 }  // namespace reports

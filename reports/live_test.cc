@@ -39,7 +39,7 @@ RunResult SampleRun(int exit_verdict_invalid) {
   t.acquire_ms = {0.3};
   t.barrier_ms = {2};
   t.recovery_ms = {120};
-  r.trials = {t};
+  r.add(t);
   return r;
 }
 

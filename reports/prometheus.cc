@@ -77,45 +77,7 @@ const std::vector<std::string>& bucket_labels() {
 
 }  // namespace
 
-const std::vector<double>& latency_buckets_s() {
-  // 100 us (an uncontended acquire) to 10 s (past every deadline the catalog sets).
-  static const std::vector<double> b = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
-  return b;
-}
-
-void MetricsTally::Histogram::observe(double seconds) {
-  const auto& bounds = latency_buckets_s();
-  if (counts.empty()) counts.assign(bounds.size(), 0);
-  // The first bound that holds it; past the last one only +Inf (count) does.
-  auto it = std::lower_bound(bounds.begin(), bounds.end(), seconds);
-  if (it != bounds.end()) ++counts[static_cast<std::size_t>(it - bounds.begin())];
-  ++count;
-  sum += seconds;
-}
-
-void MetricsTally::add(const harness::TrialResult& t) {
-  using harness::Verdict;
-  ++n_;
-  ++trials_[t.scenario];
-  unavailable_[t.scenario] += t.unavailable.empty() ? 0 : 1;
-  violating_[t.scenario] += t.verdict == Verdict::kInvalid ? 1 : 0;
-  for (const auto& c : t.checks) {
-    // Every checked invariant gets a series, 0 included, so "no violations"
-    // is a value a dashboard can show, not a missing series.
-    violations_[{t.scenario, c.invariant}] += c.verdict == Verdict::kInvalid;
-    inconclusive_[{t.scenario, c.invariant}] += c.verdict == Verdict::kUnknown;
-  }
-  for (const auto& [kind, n] : t.faults) faults_[{t.scenario, kind}] += n;
-  for (const auto& s : t.reached) ++reached_[{t.scenario, s}];
-  // Every scenario gets its histograms, empty ones included.
-  auto& a = acquire_[t.scenario];
-  for (double ms : t.acquire_ms) a.observe(ms / 1000);
-  auto& b = barrier_[t.scenario];
-  for (double ms : t.barrier_ms) b.observe(ms / 1000);
-  auto& r = recovery_[t.scenario];
-  for (double ms : t.recovery_ms) r.observe(ms / 1000);
-}
+const std::vector<double>& latency_buckets_s() { return harness::latency_bounds_s(); }
 
 std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std::string& subject,
                                            double elapsed_s, const MetricsOptions& o) {
@@ -130,56 +92,72 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
     s.value = v;
     f.samples.push_back(std::move(s));
   };
-  auto by_scenario = [&](MetricFamily& f, const std::map<std::string, int>& m) {
-    for (const auto& [s, n] : m) value(f, {{"scenario", s}, {"subject", subject}}, n);
+  // One sample per scenario (or per scenario and key) of what `of` reads from
+  // its tally. Every checked invariant has a series, 0 included, so "no
+  // violations" is a value a dashboard can show, not a missing series; every
+  // scenario has its histograms, empty ones included.
+  const auto& scenarios = tally.scenarios();
+  auto by_scenario = [&](MetricFamily& f, auto of) {
+    for (const auto& [name, s] : scenarios) value(f, {{"scenario", name}, {"subject", subject}}, static_cast<double>(of(s)));
   };
-  auto by_key = [&](MetricFamily& f, const char* label, const std::map<MetricsTally::Key, int>& m) {
-    for (const auto& [k, n] : m)
-      value(f, {{"scenario", k.first}, {label, k.second}, {"subject", subject}}, n);
+  auto by_key = [&](MetricFamily& f, const char* label, auto entries) {
+    for (const auto& [name, s] : scenarios) {
+      for (const auto& [key, n] : entries(s))
+        value(f, {{"scenario", name}, {label, key}, {"subject", subject}}, static_cast<double>(n));
+    }
   };
-  auto histograms = [&](MetricFamily& f, const std::map<std::string, MetricsTally::Histogram>& m) {
+  auto invariants = [&](MetricFamily& f, bool invalid) {
+    for (const auto& [name, s] : scenarios) {
+      for (const auto& [inv, cell] : s.invariants)
+        value(f, {{"scenario", name}, {"invariant", inv}, {"subject", subject}},
+              static_cast<double>(invalid ? cell.invalid : cell.unknown));
+    }
+  };
+  auto histograms = [&](MetricFamily& f, auto of) {
     const std::size_t bounds = latency_buckets_s().size();
-    for (const auto& [scenario, h] : m) {
+    for (const auto& [name, st] : scenarios) {
+      const harness::LatencyClasses& h = of(st);
       MetricSample s;
-      s.labels = {{"scenario", scenario}, {"subject", subject}};
+      s.labels = {{"scenario", name}, {"subject", subject}};
       s.buckets.assign(bounds, 0);
       std::uint64_t cumulative = 0;
       for (std::size_t i = 0; i < bounds && !h.counts.empty(); ++i) s.buckets[i] = cumulative += h.counts[i];
       s.count = h.count;
-      s.sum = h.sum;
+      s.sum = h.sum_s;
       f.samples.push_back(std::move(s));
     }
   };
+  using S = harness::ScenarioTally;
 
   by_scenario(family("trials_total", "counter", "Trials finished in the last run, by scenario."),
-              tally.trials_);
+              [](const S& s) { return s.trials; });
   by_scenario(family("violating_trials_total", "counter",
                      "Trials of the last run in which some invariant was violated."),
-              tally.violating_);
+              [](const S& s) { return s.violating; });
   by_scenario(family("unavailable_total", "counter",
                      "Trials of the last run the subject could not run at all (nothing was checked)."),
-              tally.unavailable_);
-  by_key(family("violations_total", "counter",
-                "Trials of the last run in which the invariant was violated."),
-         "invariant", tally.violations_);
-  by_key(family("inconclusive_total", "counter",
-                "Trials of the last run in which the invariant could not be decided."),
-         "invariant", tally.inconclusive_);
+              [](const S& s) { return s.unavailable; });
+  invariants(family("violations_total", "counter",
+                    "Trials of the last run in which the invariant was violated."),
+             true);
+  invariants(family("inconclusive_total", "counter",
+                    "Trials of the last run in which the invariant could not be decided."),
+             false);
   by_key(family("faults_total", "counter", "Faults injected in the last run, by kind."), "fault",
-         tally.faults_);
+         [](const S& s) -> const auto& { return s.faults; });
   by_key(family("reached_total", "counter",
                 "Trials of the last run that reached the interleaving state."),
-         "state", tally.reached_);
+         "state", [](const S& s) -> const auto& { return s.reached; });
   histograms(family("acquire_latency_seconds", "histogram",
                     "Latency of successful prefix acquires in the last run."),
-             tally.acquire_);
+             [](const S& s) -> const auto& { return s.acquire; });
   histograms(family("barrier_latency_seconds", "histogram",
                     "Latency of successful barrier rounds in the last run."),
-             tally.barrier_);
+             [](const S& s) -> const auto& { return s.barrier; });
   histograms(family("recovery_seconds", "histogram",
                     "Time from the end of a fault window to the next successful barrier round, "
                     "in the last run."),
-             tally.recovery_);
+             [](const S& s) -> const auto& { return s.recovery; });
   value(family("run_duration_seconds", "gauge",
                "Wall-clock duration of the last run (so far, while in progress)."),
         {{"subject", subject}}, elapsed_s);
@@ -208,9 +186,7 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
 }
 
 std::vector<MetricFamily> metrics_families(const harness::RunResult& r, const MetricsOptions& o) {
-  MetricsTally tally;
-  for (const auto& t : r.trials) tally.add(t);
-  return metrics_families(tally, r.subject, r.elapsed, o);
+  return metrics_families(r.tally, r.subject, r.elapsed, o);
 }
 
 std::string metrics_text(const std::vector<MetricFamily>& families) {
@@ -280,6 +256,25 @@ bool write_metrics_live(const harness::RunResult& r, const std::string& path, st
   MetricsOptions o;
   o.in_progress = true;
   return write(r, path, o, err);
+}
+
+namespace {
+
+class LiveMetricsFile : public harness::RunSubscriber {
+ public:
+  explicit LiveMetricsFile(std::string path) : path_(std::move(path)) {}
+  void trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) override {
+    (void)write_metrics_live(so_far, path_, nullptr);  // the final write (by the caller) reports failures
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::shared_ptr<harness::RunSubscriber> live_metrics_file(const std::string& path) {
+  return std::make_shared<LiveMetricsFile>(path);
 }
 
 }  // namespace reports

@@ -126,11 +126,7 @@ CheckResult Check(const std::string& inv, Verdict v) {
   return c;
 }
 
-RunResult Sample2() {
-  RunResult r;
-  r.seed = 99;
-  r.subject = "native";
-  r.elapsed = 12.5;
+std::vector<TrialResult> Sample2Trials() {
   TrialResult a;
   a.scenario = "kill-holder";
   a.seed = 1234567;
@@ -153,7 +149,15 @@ RunResult Sample2() {
   TrialResult c;
   c.scenario = "basic \"quoted\"\\path";
   c.checks = {Check("prefix.unique", Verdict::kValid)};
-  r.trials = {a, b, c};
+  return {a, b, c};
+}
+
+RunResult Sample2() {
+  RunResult r;
+  r.seed = 99;
+  r.subject = "native";
+  r.elapsed = 12.5;
+  for (const auto& t : Sample2Trials()) r.add(t);
   return r;
 }
 
@@ -262,7 +266,7 @@ TEST(Metrics, TallyIsIncremental) {
   MetricsOptions o;
   o.now_s = 1700000000;
   MetricsTally tally;
-  for (const auto& t : r.trials) tally.add(t);
+  for (const auto& t : Sample2Trials()) tally.add(t);
   EXPECT_EQ(tally.trials(), 3u);
   EXPECT_EQ(metrics_text(metrics_families(tally, r.subject, r.elapsed, o)), metrics_text(r, o));
 }

@@ -31,12 +31,12 @@ std::vector<std::string> replay_targets(const nlohmann::json& verdict) {
 }
 
 void add_replay(ReplayTally* tally, const harness::RunResult& replay) {
-  for (const auto& t : replay.trials) {
-    ++tally->replays;
-    if (t.harness_error) ++tally->harness_errors;
-    for (const auto& c : t.checks) {
-      if (c.verdict == harness::Verdict::kInvalid) ++tally->failed[c.invariant];
-      if (c.verdict == harness::Verdict::kUnknown) ++tally->unknown[c.invariant];
+  tally->replays += static_cast<int>(replay.tally.trials());
+  tally->harness_errors += static_cast<int>(replay.tally.harness_errors());
+  for (const auto& [scenario, s] : replay.tally.scenarios()) {
+    for (const auto& [inv, cell] : s.invariants) {
+      if (cell.invalid > 0) tally->failed[inv] += static_cast<int>(cell.invalid);
+      if (cell.unknown > 0) tally->unknown[inv] += static_cast<int>(cell.unknown);
     }
   }
 }

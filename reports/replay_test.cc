@@ -25,7 +25,7 @@ harness::RunResult Replay(std::vector<std::pair<std::string, Verdict>> checks,
     t.checks.push_back(c);
   }
   t.harness_error = harness_error;
-  r.trials.push_back(t);
+  r.add(t);
   return r;
 }
 

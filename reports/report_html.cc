@@ -41,25 +41,25 @@ const char* css_class(Verdict v) {
   return v == Verdict::kInvalid ? "invalid" : v == Verdict::kUnknown ? "unknown" : "valid";
 }
 
-// A histogram of values (ms) on a log scale, as an SVG of bars with quantiles.
-std::string histogram_svg(const std::string& title, std::vector<double> v) {
-  if (v.empty()) return "<p class=muted>" + esc(title) + ": no samples</p>";
-  std::sort(v.begin(), v.end());
-  auto q = [&](double p) { return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))]; };
+// A histogram of values (ms) on a log scale, as an SVG of bars with
+// quantiles. From the run's sketch: exact up to QuantileSketch::kExact
+// samples, then within its relative error.
+std::string histogram_svg(const std::string& title, const harness::QuantileSketch& v) {
+  if (v.count() == 0) return "<p class=muted>" + esc(title) + ": no samples</p>";
   const int kBins = 40;
-  double lo = std::log10(std::max(1e-3, v.front())), hi = std::log10(std::max(1e-3, v.back())) + 1e-9;
+  double lo = std::log10(std::max(1e-3, v.min())), hi = std::log10(std::max(1e-3, v.max())) + 1e-9;
   if (hi - lo < 1) hi = lo + 1;
-  std::vector<int> bins(kBins, 0);
-  for (double x : v) {
+  std::vector<std::uint64_t> bins(kBins, 0);
+  v.for_each([&](double x, std::uint64_t n) {
     int b = static_cast<int>((std::log10(std::max(1e-3, x)) - lo) / (hi - lo) * kBins);
-    ++bins[std::clamp(b, 0, kBins - 1)];
-  }
-  int peak = *std::max_element(bins.begin(), bins.end());
-  std::string s = "<figure><figcaption>" + esc(title) + " — " + std::to_string(v.size()) + " samples, p50 " +
-                  fmt(q(0.5)) + " ms, p90 " + fmt(q(0.9)) + " ms, p99 " + fmt(q(0.99)) + " ms, max " +
-                  fmt(v.back()) + " ms</figcaption><svg viewBox=\"0 0 420 120\" width=\"420\" height=\"120\">";
+    bins[std::clamp(b, 0, kBins - 1)] += n;
+  });
+  std::uint64_t peak = *std::max_element(bins.begin(), bins.end());
+  std::string s = "<figure><figcaption>" + esc(title) + " — " + std::to_string(v.count()) + " samples, p50 " +
+                  fmt(v.quantile(0.5)) + " ms, p90 " + fmt(v.quantile(0.9)) + " ms, p99 " + fmt(v.quantile(0.99)) +
+                  " ms, max " + fmt(v.max()) + " ms</figcaption><svg viewBox=\"0 0 420 120\" width=\"420\" height=\"120\">";
   for (int b = 0; b < kBins; ++b) {
-    double h = peak ? 100.0 * bins[b] / peak : 0;
+    double h = peak ? 100.0 * static_cast<double>(bins[b]) / static_cast<double>(peak) : 0;
     s += "<rect x=\"" + fmt(10 + b * 10, "%.0f") + "\" y=\"" + fmt(105 - h, "%.1f") + "\" width=\"9\" height=\"" +
          fmt(h, "%.1f") + "\"><title>" + std::to_string(bins[b]) + "</title></rect>";
   }
@@ -72,15 +72,7 @@ std::string histogram_svg(const std::string& title, std::vector<double> v) {
 
 std::string report_html(const harness::RunResult& r) {
   const auto table = scenario_table(r);
-  std::map<std::string, int> faults, reached;
-  std::vector<double> acq, bar, rec;
-  for (const auto& t : r.trials) {
-    for (const auto& [k, n] : t.faults) faults[k] += n;
-    for (const auto& s : t.reached) ++reached[s];
-    acq.insert(acq.end(), t.acquire_ms.begin(), t.acquire_ms.end());
-    bar.insert(bar.end(), t.barrier_ms.begin(), t.barrier_ms.end());
-    rec.insert(rec.end(), t.recovery_ms.begin(), t.recovery_ms.end());
-  }
+  const auto faults = r.tally.faults(), reached = r.tally.reached();
   std::set<std::string> invariants;
   for (const auto& [s, row] : table) {
     for (const auto& [inv, cell] : row.invariants) invariants.insert(inv);
@@ -97,7 +89,7 @@ std::string report_html(const harness::RunResult& r) {
       "svg text{font-size:10px;fill:#555}figure{margin:8px 0 16px}</style></head><body>";
   h += "<h1>shmstress run " + esc(r.run_id) + " <span class=\"badge " + css_class(v) + "\">" +
        harness::verdict_name(v) + "</span></h1>";
-  h += "<p>" + std::to_string(r.trials.size()) + " trials in " + fmt(r.elapsed, "%.1f") + " s · seed " +
+  h += "<p>" + std::to_string(r.tally.trials()) + " trials in " + fmt(r.elapsed, "%.1f") + " s · seed " +
        std::to_string(r.seed) + " · subject " + esc(r.subject) + " · shard " + std::to_string(r.shard_index) + "/" +
        std::to_string(r.shard_count) + " · exit code " + std::to_string(r.exit_code()) +
        (r.interrupted ? " · interrupted" : "") + "</p>";
@@ -119,11 +111,14 @@ std::string report_html(const harness::RunResult& r) {
   }
   h += "</table></div>";
   h += "<h2>Violations and inconclusive trials</h2>";
-  int listed = 0;
+  // The first 200 (trial, invariant) lines of the listed failing trials; the
+  // rest, and those past the --max-kept cap, are counted.
+  std::uint64_t shown = 0;
   std::string items;
-  for (const auto& t : r.trials) {
+  for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      if (c.verdict == Verdict::kValid || ++listed > 200) continue;
+      if (c.verdict == Verdict::kValid || shown >= 200) continue;
+      ++shown;
       std::string link;
       if (t.kept && !t.dir.empty() && t.dir.rfind(r.out_dir + "/", 0) == 0) {
         std::string rel = t.dir.substr(r.out_dir.size() + 1);
@@ -136,16 +131,18 @@ std::string report_html(const harness::RunResult& r) {
       items += "<code>" + esc(t.reproduce) + "</code></li>";
     }
   }
-  h += listed ? "<ul>" + items + "</ul>" + (listed > 200 ? "<p>(" + std::to_string(listed - 200) + " more in summary.json)</p>" : "")
-              : "<p class=muted>none</p>";
+  const std::uint64_t lines = r.tally.not_valid_checks();
+  h += lines ? "<ul>" + items + "</ul>" + (lines > shown ? "<p>(" + std::to_string(lines - shown) + " more in summary.json)</p>" : "")
+             : "<p class=muted>none</p>";
   h += "<h2>Faults injected</h2><table><tr><th class=s>kind</th><th>count</th></tr>";
   for (const auto& [k, n] : faults) h += "<tr><td class=s>" + esc(k) + "</td><td>" + std::to_string(n) + "</td></tr>";
   h += "</table><h2>Reached states</h2><table><tr><th class=s>state</th><th>trials</th></tr>";
   for (const auto& [k, n] : reached) h += "<tr><td class=s>" + esc(k) + "</td><td>" + std::to_string(n) + "</td></tr>";
   h += "</table>";
   for (const auto& m : r.missing_reached()) h += "<p class=unknown>never reached: " + esc(m) + "</p>";
-  h += "<h2>Latency</h2>" + histogram_svg("acquire", acq) + histogram_svg("barrier round", bar) +
-       histogram_svg("recovery (fault end to the next completed round)", rec);
+  h += "<h2>Latency</h2>" + histogram_svg("acquire", r.tally.acquire_ms()) +
+       histogram_svg("barrier round", r.tally.barrier_ms()) +
+       histogram_svg("recovery (fault end to the next completed round)", r.tally.recovery_ms());
   h += "</body></html>\n";
   return h;
 }

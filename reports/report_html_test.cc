@@ -24,7 +24,7 @@ harness::RunResult failing_run() {
   t.verdict = harness::Verdict::kInvalid;
   t.faults = {{"sigkill", 1}};
   t.acquire_ms = {0.5, 1.5, 3.0};
-  r.trials = {t};
+  r.add(t);
   return r;
 }
 
@@ -52,7 +52,7 @@ TEST(ReportHtml, AGreenRunSaysSoAndListsNoViolations) {
   harness::CheckResult c;
   c.invariant = "prefix.unique";
   t.checks = {c};
-  r.trials = {t};
+  r.add(t);
   std::string h = report_html(r);
   EXPECT_NE(h.find("class=\"badge valid\">valid"), std::string::npos);
   EXPECT_NE(h.find("<p class=muted>none</p>"), std::string::npos);

@@ -1,4 +1,8 @@
-// Report formats: each a pure function of a finished (or in-progress) run.
+// Report formats: each a pure function of a run (harness::RunResult: the
+// aggregate of a finished or in-progress run, see harness/results.h) or of one
+// trial, and the subscribers that keep some of them live while a run goes on
+// (harness/run_events.h). Reports never decide a verdict: they render the
+// one the harness computed.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "harness/history.h"
 #include "harness/results.h"
+#include "harness/run_events.h"
 
 namespace reports {
 
@@ -20,15 +26,18 @@ namespace reports {
 nlohmann::json summary_json(const harness::RunResult& r);
 // Writes summary.json atomically (temp + rename).
 bool write_summary(const harness::RunResult& r, const std::string& path);
+// Subscriber: rewrites the run dir's summary.json after every trial (a
+// --duration soak), so a soak killed by SIGKILL still leaves one.
+std::shared_ptr<harness::RunSubscriber> live_summary();
 
 // Per scenario: trials, and per invariant how many trials failed it and the
 // worst verdict. Shared by the console table and report.html (console.cc).
 struct InvariantCell {
-  int failing = 0;
+  std::uint64_t failing = 0;
   harness::Verdict worst = harness::Verdict::kValid;
 };
 struct ScenarioRow {
-  int trials = 0;
+  std::uint64_t trials = 0;
   std::map<std::string, InvariantCell> invariants;
 };
 std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r);
@@ -38,13 +47,12 @@ std::string report_html(const harness::RunResult& r);
 bool write_report_html(const harness::RunResult& r, const std::string& path);
 
 // Console: a live progress line (TTY) or periodic plain lines, and the final table.
-struct Progress {
-  int done = 0, planned = 0;  // planned < 0: unknown (duration mode)
-  int violations = 0;
-  double elapsed = 0, remaining = -1;
-};
+using Progress = harness::Progress;
 void console_progress(std::FILE* out, const Progress& p, bool tty, bool color);
 void console_summary(std::FILE* out, const harness::RunResult& r, bool color);
+// Subscriber: the progress line, at most every 200 ms on a TTY (else a plain
+// line every 5 s), always the final one, then a line break on a TTY.
+std::shared_ptr<harness::RunSubscriber> progress_line(std::FILE* out, bool tty, bool color);
 
 // --- files.cc ---------------------------------------------------------------
 // Writes `text` to `path` so that a reader (node_exporter, a CI plugin, a
@@ -95,29 +103,10 @@ struct MetricFamily {
   std::string help;
   std::vector<MetricSample> samples;
 };
-// What the counters and histograms count, one finished trial at a time, so a
-// live endpoint adds each new trial instead of re-reading a whole soak.
-// Histograms keep bucket counts only: bounded memory however long the run.
-class MetricsTally {
- public:
-  void add(const harness::TrialResult& t);
-  std::size_t trials() const { return n_; }
-
- private:
-  struct Histogram {
-    std::vector<std::uint64_t> counts;  // per bound, not cumulative; empty until the first
-    std::uint64_t count = 0;
-    double sum = 0;
-    void observe(double seconds);
-  };
-  using Key = std::pair<std::string, std::string>;  // (scenario, invariant / fault / state)
-  std::size_t n_ = 0;
-  std::map<std::string, int> trials_, unavailable_, violating_;
-  std::map<Key, int> violations_, inconclusive_, reached_, faults_;
-  std::map<std::string, Histogram> acquire_, barrier_, recovery_;
-  friend std::vector<MetricFamily> metrics_families(const MetricsTally&, const std::string&, double,
-                                                    const MetricsOptions&);
-};
+// What the counters and histograms count: the run's own tally (counters per
+// scenario, invariant, fault and state; latencies in latency_buckets_s()
+// classes), bounded however long the run.
+using MetricsTally = harness::RunTally;
 // Every family, in the textfile's order. `subject` and `elapsed_s` are the run's.
 std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std::string& subject,
                                            double elapsed_s, const MetricsOptions& o);
@@ -137,6 +126,8 @@ bool write_metrics(const harness::RunResult& r, const std::string& path, int exi
 // The same while the run goes on (shmstress_run_in_progress 1): safe to call
 // after every trial of a soak, as summary.json is.
 bool write_metrics_live(const harness::RunResult& r, const std::string& path, std::string* err);
+// Subscriber: write_metrics_live after every trial (a --duration soak).
+std::shared_ptr<harness::RunSubscriber> live_metrics_file(const std::string& path);
 
 // --- timeline.cc: Chrome trace event JSON of one trial (docs/reports.md) -----
 // One thread per (job, rank), a "faults" track, ops as "X" events. Ops of a
@@ -163,7 +154,7 @@ struct ReplayTally {
 };
 // The invariants a trial's verdict.json says were invalid; if none, the unknown ones.
 std::vector<std::string> replay_targets(const nlohmann::json& verdict);
-// Adds one replay's result (a RunResult of exactly one trial).
+// Adds one replay's result (a RunResult of one trial; more count as more replays).
 void add_replay(ReplayTally* tally, const harness::RunResult& replay);
 // "  prefix.unique: 7/10" lines, targets first, then other invariants that failed.
 std::string replay_text(const ReplayTally& tally);

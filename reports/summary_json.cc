@@ -1,6 +1,5 @@
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -9,16 +8,22 @@
 namespace reports {
 namespace {
 
-nlohmann::json quantiles(std::vector<double> v) {
-  if (v.empty()) return nullptr;
-  std::sort(v.begin(), v.end());
-  auto q = [&](double p) { return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))]; };
-  return {{"count", v.size()}, {"p50", q(0.5)}, {"p90", q(0.9)}, {"p99", q(0.99)}, {"max", v.back()}};
+nlohmann::json quantiles(const harness::QuantileSketch& q) {
+  if (q.count() == 0) return nullptr;
+  return {{"count", q.count()}, {"p50", q.quantile(0.5)}, {"p90", q.quantile(0.9)}, {"p99", q.quantile(0.99)}, {"max", q.max()}};
 }
+
+class LiveSummary : public harness::RunSubscriber {
+ public:
+  void trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) override {
+    (void)write_summary(so_far, so_far.out_dir + "/summary.json");  // the final write (by the caller) reports failures
+  }
+};
 
 }  // namespace
 
 nlohmann::json summary_json(const harness::RunResult& r) {
+  using harness::Verdict;
   using harness::verdict_name;
   nlohmann::json j;
   j["run_id"] = r.run_id;
@@ -28,45 +33,57 @@ nlohmann::json summary_json(const harness::RunResult& r) {
   j["exit_code"] = r.exit_code();
   j["interrupted"] = r.interrupted;
   j["elapsed_s"] = r.elapsed;
-  j["trials"] = r.trials.size();
+  j["trials"] = r.tally.trials();
   j["shard"] = std::to_string(r.shard_index) + "/" + std::to_string(r.shard_count);
   j["violations"] = nlohmann::json::array();
   j["unknown"] = nlohmann::json::array();
-  std::map<std::string, int> faults, reached;
-  std::map<std::string, std::map<std::string, std::string>> by_scenario;  // scenario -> invariant -> verdict
-  std::map<std::string, int> trials_by_scenario;
-  std::vector<double> acq, bar, rec;
-  for (const auto& t : r.trials) {
-    ++trials_by_scenario[t.scenario];
-    for (const auto& [k, n] : t.faults) faults[k] += n;
-    for (const auto& s : t.reached) ++reached[s];
-    acq.insert(acq.end(), t.acquire_ms.begin(), t.acquire_ms.end());
-    bar.insert(bar.end(), t.barrier_ms.begin(), t.barrier_ms.end());
-    rec.insert(rec.end(), t.recovery_ms.begin(), t.recovery_ms.end());
+  // The listed failing trials in detail (all of them up to the --max-kept cap).
+  std::uint64_t skipped = 0, harness_errors = 0;
+  for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      auto& cell = by_scenario[t.scenario][c.invariant];
-      if (cell.empty() || harness::compose(harness::Verdict::kValid, c.verdict) > harness::Verdict::kValid) {
-        if (cell != "invalid") cell = verdict_name(c.verdict);
-      }
-      if (c.verdict == harness::Verdict::kValid) continue;
+      if (c.verdict == Verdict::kValid) continue;
       nlohmann::json v = {{"invariant", c.invariant}, {"scenario", t.scenario}, {"trial", t.trial},
                           {"seed", t.seed},           {"run_seed", t.run_seed}, {"trial_dir", t.dir},
                           {"reproduce", t.reproduce}, {"problems", c.problems}};
-      j[c.verdict == harness::Verdict::kInvalid ? "violations" : "unknown"].push_back(std::move(v));
+      j[c.verdict == Verdict::kInvalid ? "violations" : "unknown"].push_back(std::move(v));
     }
     if (!t.unavailable.empty()) {
+      ++skipped;
       j["skipped"].push_back({{"scenario", t.scenario}, {"trial", t.trial}, {"reason", t.unavailable}});
     }
     if (t.harness_error) {
+      ++harness_errors;
       j["harness_errors"].push_back({{"scenario", t.scenario}, {"trial", t.trial}, {"message", t.harness_error_text}, {"trial_dir", t.dir}});
     }
   }
-  j["faults"] = faults;
-  j["reached"] = reached;
+  j["faults"] = r.tally.faults();
+  j["reached"] = r.tally.reached();
   j["missing_reached"] = r.missing_reached();
   j["scenarios"] = nlohmann::json::object();
-  for (const auto& [s, inv] : by_scenario) j["scenarios"][s] = {{"trials", trials_by_scenario[s]}, {"invariants", inv}};
-  j["latency_ms"] = {{"acquire", quantiles(acq)}, {"barrier", quantiles(bar)}, {"recovery", quantiles(rec)}};
+  std::uint64_t invalid = 0, unknown = 0, unavailable = 0;
+  for (const auto& [name, s] : r.tally.scenarios()) {
+    unavailable += s.unavailable;
+    if (s.invariants.empty()) continue;  // nothing was checked (the subject never ran)
+    nlohmann::json inv = nlohmann::json::object();
+    for (const auto& [i, cell] : s.invariants) {
+      inv[i] = verdict_name(cell.worst);
+      invalid += cell.invalid;
+      unknown += cell.unknown;
+    }
+    j["scenarios"][name] = {{"trials", s.trials}, {"invariants", inv}};
+  }
+  j["latency_ms"] = {{"acquire", quantiles(r.tally.acquire_ms())},
+                     {"barrier", quantiles(r.tally.barrier_ms())},
+                     {"recovery", quantiles(r.tally.recovery_ms())}};
+  // Failing trials past the cap: counted, not listed (docs/reports.md).
+  if (r.unlisted() > 0) {
+    j["unlisted"] = {{"trials", r.unlisted()},
+                     {"violations", invalid - j["violations"].size()},
+                     {"unknown", unknown - j["unknown"].size()},
+                     {"skipped", unavailable - skipped},
+                     {"harness_errors", r.tally.harness_errors() - harness_errors},
+                     {"max_kept", r.max_listed}};
+  }
   return j;
 }
 
@@ -80,5 +97,7 @@ bool write_summary(const harness::RunResult& r, const std::string& path) {
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
+
+std::shared_ptr<harness::RunSubscriber> live_summary() { return std::make_shared<LiveSummary>(); }
 
 }  // namespace reports

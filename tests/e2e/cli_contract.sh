@@ -30,16 +30,26 @@ done
 [[ -f "$SCRATCH/keep/basic/trial-0/history.jsonl" ]] || fail "no history kept"
 "$S" check "$SCRATCH/keep" >"$SCRATCH/check.txt" || fail "offline check of a passing run did not exit 0"
 
-# SIGINT stops a long run within 2 s and still writes the summary.
+# SIGINT stops a long run within 2 s and still writes the summary. Interrupted
+# with no violation is inconclusive, exit 4 (a CI timeout's SIGTERM must not
+# look green). Sent once the run has finished a trial: a soak rewrites
+# summary.json after every trial.
 "$S" run scenarios/many-rounds.toml --duration 60s --out "$SCRATCH/int" >"$SCRATCH/int.log" 2>&1 &
 pid=$!
-sleep 2
+for _ in $(seq 300); do [[ -f $SCRATCH/int/summary.json ]] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+[[ -f $SCRATCH/int/summary.json ]] || { cat "$SCRATCH/int.log"; fail "no trial finished within 30 s (no live summary.json)"; }
+(( $(json "$SCRATCH/int/summary.json" "j['trials']") >= 1 )) || fail "the live summary counts no trial"
 t0=$(date +%s%N)
 kill -INT $pid
-wait $pid || true
+set +e
+wait $pid; rc=$?
+set -e
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 (( ms < 2000 )) || fail "SIGINT took ${ms} ms to stop the run"
+[[ $rc -eq 4 ]] || { cat "$SCRATCH/int.log"; fail "an interrupted run with no violation exited $rc, expected 4"; }
 [[ $(json "$SCRATCH/int/summary.json" "j['interrupted']") == True ]] || fail "summary does not say interrupted"
+[[ $(json "$SCRATCH/int/summary.json" "j['exit_code']") == 4 ]] || fail "summary.json's exit_code is not 4"
+grep -q '(interrupted)' "$SCRATCH/int.log" || fail "the console summary does not say interrupted"
 
 # SIGKILL of the harness leaves no worker of it alive.
 "$S" run scenarios/many-rounds.toml --duration 60s --out "$SCRATCH/kill" >/dev/null 2>&1 &

@@ -1,0 +1,56 @@
+// shmstress check DIR: re-checks stored histories offline (any dir holding
+// history.jsonl + scenario.toml); the exit code is their verdict.
+#include <cstdio>
+#include <memory>
+
+#include "cli/cli.h"
+#include "reports/reports.h"
+
+namespace cli {
+namespace {
+
+int check(const std::string& dir) {
+  std::vector<fs::path> trials;
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "history.jsonl")) trials.push_back(dir);
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (e.is_directory() && fs::exists(e.path() / "history.jsonl") &&
+        fs::exists(e.path() / "scenario.toml")) {
+      trials.push_back(e.path());
+    }
+  }
+  if (trials.empty()) {
+    std::fprintf(stderr,
+                 "shmstress check: no trial dirs (history.jsonl + scenario.toml) under %s\n",
+                 dir.c_str());
+    return 2;
+  }
+  harness::RunResult r;  // every stored failing trial listed: the dirs are the bound
+  r.run_id = "check";
+  for (const auto& t : trials) {
+    std::optional<harness::Scenario> s;
+    std::string err;
+    auto tr = recheck_trial(t, &s, &err);
+    if (!s) {
+      std::fprintf(stderr, "%s\n", err.c_str());
+      return 2;
+    }
+    tr.kept = true;
+    r.add(std::move(tr));
+  }
+  reports::console_summary(stdout, r, stdout_color());
+  return r.exit_code();
+}
+
+}  // namespace
+
+Subcommand add_check(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("check", "re-check stored histories offline");
+  cmd->add_option("dir", *dir, "a run or trial directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  return {cmd, [dir](const char*) { return check(*dir); }};
+}
+
+}  // namespace cli

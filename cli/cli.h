@@ -1,0 +1,77 @@
+// The command line of build/shmstress: one file per subcommand, each adding
+// itself to the CLI11 app and returning what runs it. Exit codes (DESIGN.md
+// §8): 0 every invariant held, 1 a violation, 2 bad usage or scenario, 3 the
+// harness failed, 4 inconclusive (unknown verdicts, expected states never
+// reached, or interrupted before the end with no violation). `replay` answers
+// "does it reproduce?" and has its own (docs/reports.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/results.h"
+#include "harness/scenario.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+
+// A subcommand: its CLI11 app (parsed() says it was chosen) and how to run it
+// once the command line is parsed. `argv0` spells the binary in reproduce commands.
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int(const char* argv0)> run;
+};
+
+Subcommand add_run(CLI::App& app);            // run.cc
+Subcommand add_list(CLI::App& app);           // list.cc
+Subcommand add_check(CLI::App& app);          // check.cc
+Subcommand add_clean(CLI::App& app);          // clean.cc
+Subcommand add_report(CLI::App& app);         // report.cc
+Subcommand add_shrink(CLI::App& app);         // shrink.cc
+Subcommand add_subject_check(CLI::App& app);  // subject_check.cc
+Subcommand add_replay(CLI::App& app);         // replay.cc
+
+// --- common.cc: what several subcommands share ----------------------------------
+// This binary's path (the default worker binary).
+std::string self_exe();
+std::string canonical_or(const fs::path& p);
+// Colours on stdout: a TTY and no NO_COLOR.
+bool stdout_color();
+
+// Re-checks one stored trial dir against its own copy of the scenario and its
+// schedule (name, file, seeds). On a bad scenario *s stays empty and *err says why.
+harness::TrialResult recheck_trial(const fs::path& t, std::optional<harness::Scenario>* s,
+                                   std::string* err);
+// Trial dirs (history.jsonl + scenario.toml) under dir, or dir itself, sorted;
+// replays kept under a trial dir (<trial>/replays/) are not part of the run.
+std::vector<fs::path> find_trial_dirs(const std::string& dir);
+
+// The run's summary.json for a run, trial or scenario dir (it sits at the run
+// dir's top), or null. Reports use it for what trial dirs do not record: the
+// reproduce commands (with --worker-bin), the subject, the run id.
+nlohmann::json find_run_summary(const fs::path& dir);
+// trial_dir -> reproduce command, from a summary.json.
+std::map<std::string, std::string> reproduce_commands(const nlohmann::json& summary);
+// What a stored trial's run was started with, read from its reproduce command
+// in the run's summary.json (looked up by the trial dir as given).
+struct TrialRunFlags {
+  std::optional<std::string> worker_bin;  // --worker-bin
+  bool no_mount_ns = false;               // --no-mount-ns
+};
+TrialRunFlags trial_run_flags(const fs::path& trial_dir);
+
+// Writes timeline.{json,html} into one kept trial dir; false (after a warning
+// on stderr) if it cannot: its supervisor died before the history existed.
+bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s);
+// --junit / --metrics-file of `run` and `report`; false after printing an error.
+bool write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
+                      const std::string& metrics);
+
+}  // namespace cli

@@ -1,0 +1,29 @@
+// shmstress: the command line (cli.h); `shmstress worker` is the native
+// worker's entry, started by trial supervisors, not by users.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "harness/worker.h"
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "worker") return harness::worker_main();
+
+  CLI::App app{"shmstress: stress and fault-injection harness for shared-memory coordination"};
+  app.require_subcommand(1);
+  const std::vector<cli::Subcommand> commands = {
+      cli::add_run(app),    cli::add_list(app),   cli::add_check(app),         cli::add_clean(app),
+      cli::add_report(app), cli::add_shrink(app), cli::add_subject_check(app), cli::add_replay(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  for (const auto& c : commands) {
+    if (c.app->parsed()) return c.run(argv[0]);
+  }
+  return 2;  // require_subcommand(1): not reached
+}

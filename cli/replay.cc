@@ -1,0 +1,143 @@
+// shmstress replay TRIAL_DIR: re-runs one stored trial's exact schedule
+// (scenario copy, run seed, trial index) N times and reports how often each
+// invariant it violated fails again. Exit code: 0 reproduced at least once, 1
+// never, 2 bad usage, 3 the harness failed in every replay.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+
+#include "cli/cli.h"
+#include "harness/run.h"
+#include "reports/reports.h"
+
+namespace cli {
+namespace {
+
+struct ReplayArgs {
+  std::string dir;
+  int times = 10;
+  std::string worker_bin;
+  bool no_mount_ns = false;
+  bool keep = false;
+};
+
+std::string fmt_list(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+int replay(const ReplayArgs& a, const char* argv0) {
+  const fs::path dir = canonical_or(a.dir);
+  nlohmann::json sched =
+      nlohmann::json::parse(std::ifstream(dir / "schedule.json"), nullptr, false);
+  if (!sched.is_object() || !sched.contains("trial") || !sched.contains("run_seed") ||
+      !fs::exists(dir / "scenario.toml")) {
+    std::fprintf(
+        stderr, "shmstress replay: %s is not a trial dir (needs schedule.json and scenario.toml)\n",
+        dir.c_str());
+    return 2;
+  }
+  std::vector<harness::Scenario> scenarios;
+  std::string err;
+  if (!harness::load_and_validate({(dir / "scenario.toml").string()}, &scenarios, &err)) {
+    std::fprintf(stderr, "%s\n", err.c_str());
+    return 2;
+  }
+  harness::Scenario& s = scenarios.front();
+  s.name = sched.value("scenario", s.name);
+  s.file = sched.value("scenario_file", s.file);
+  const int trial = sched.value("trial", 0);
+  const std::uint64_t run_seed = sched.value("run_seed", 0ULL);
+
+  nlohmann::json verdict =
+      nlohmann::json::parse(std::ifstream(dir / "verdict.json"), nullptr, false);
+  if (!verdict.is_object()) {  // never checked: check it now
+    (void)harness::check_trial_dir(s, dir.string(), trial, run_seed, sched.value("seed", 0ULL));
+    verdict = nlohmann::json::parse(std::ifstream(dir / "verdict.json"), nullptr, false);
+  }
+  reports::ReplayTally tally;
+  tally.targets = reports::replay_targets(verdict);
+
+  // The worker binary and isolation of the original run live in its reproduce command.
+  std::string worker_bin = a.worker_bin;
+  bool no_mount_ns = a.no_mount_ns;
+  const TrialRunFlags original = trial_run_flags(dir);
+  if (worker_bin.empty() && original.worker_bin) {
+    if (!fs::exists(*original.worker_bin)) {
+      std::fprintf(stderr,
+                   "shmstress replay: the run used --worker-bin %s, which is not there from here; "
+                   "pass --worker-bin\n",
+                   original.worker_bin->c_str());
+      return 2;
+    }
+    worker_bin = *original.worker_bin;
+    std::printf("worker: %s (from the run's reproduce command)\n", worker_bin.c_str());
+  }
+  no_mount_ns |= original.no_mount_ns;
+
+  std::printf("replay %s trial %d (run seed %llu), %d times; originally failed: %s\n",
+              s.name.c_str(), trial, static_cast<unsigned long long>(run_seed), a.times,
+              tally.targets.empty() ? "(nothing)" : fmt_list(tally.targets).c_str());
+  std::fflush(stdout);
+  const fs::path replays = dir / "replays";
+  const bool tty = ::isatty(STDERR_FILENO);
+  bool interrupted = false;
+  for (int i = 0; i < a.times && !interrupted; ++i) {
+    harness::RunOptions o;
+    o.files = {s.file};
+    o.seed = run_seed;
+    o.only_trial = trial;
+    o.parallel = 1;
+    o.out_dir = (replays / std::to_string(i)).string();
+    o.exe = worker_bin.empty() ? self_exe() : fs::absolute(worker_bin).string();
+    o.allow_mount_ns = !no_mount_ns;
+    o.invocation = argv0;
+    if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + worker_bin;
+    if (no_mount_ns) o.reproduce_flags += " --no-mount-ns";
+    o.subscribers.push_back(reports::progress_line(stderr, tty, tty && !std::getenv("NO_COLOR")));
+    harness::RunResult r = harness::run(scenarios, o);
+    interrupted = r.interrupted;
+    reports::add_replay(&tally, r);
+    std::error_code ec;
+    if (!a.keep) fs::remove_all(o.out_dir, ec);
+  }
+  std::error_code ec;
+  if (!a.keep) fs::remove(replays, ec);  // only if empty
+  std::printf("%s", reports::replay_text(tally).c_str());
+  if (interrupted) std::printf("(interrupted after %d replays)\n", tally.replays);
+  if (tally.reproduced()) {
+    std::printf("reproduced\n");
+    return 0;
+  }
+  if (tally.replays > 0 && tally.harness_errors == tally.replays) {
+    std::printf("the harness failed in every replay\n");
+    return 3;
+  }
+  std::printf("not reproduced in %d replays\n", tally.replays);
+  return 1;
+}
+
+}  // namespace
+
+Subcommand add_replay(CLI::App& app) {
+  auto a = std::make_shared<ReplayArgs>();
+  auto* cmd = app.add_subcommand(
+      "replay", "re-run one trial's exact schedule and report how often it fails again");
+  cmd->add_option("dir", a->dir, "a trial directory (<run>/<scenario>/trial-<n>)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--times", a->times, "replays (default 10)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--worker-bin", a->worker_bin,
+                  "native worker binary (default: the run's, else this one)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-mount-ns", a->no_mount_ns,
+                "isolate trials by name root instead of a private /dev/shm");
+  cmd->add_flag("--keep", a->keep, "keep the replays' trial dirs under <dir>/replays/");
+  return {cmd, [a](const char* argv0) { return replay(*a, argv0); }};
+}
+
+}  // namespace cli

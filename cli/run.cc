@@ -1,0 +1,195 @@
+// shmstress run FILES: runs trials of scenario files, checks every invariant,
+// and writes the run's reports. The run loop (harness/run.h) only emits
+// events; this is where reports subscribe to them, one line each.
+#include "harness/run.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "cli/cli.h"
+#include "harness/subjects.h"
+#include "reports/live.h"  // --listen, --pushgateway
+#include "reports/reports.h"
+
+namespace cli {
+namespace {
+
+struct RunArgs {
+  harness::RunOptions ro;
+  std::string duration, shard, worker_bin, junit_file, metrics_file;
+  bool allow_shared_shm = false, no_mount_ns = false;
+  reports::LiveOptions live;
+};
+
+int run(RunArgs a, bool subject_given, const char* argv0) {
+  harness::RunOptions& ro = a.ro;
+  if (!a.duration.empty()) {
+    harness::MsRange d;
+    std::string why;
+    if (!harness::parse_range_text(a.duration, &d, &why) || d.min != d.max || d.min.count() <= 0) {
+      std::fprintf(stderr, "shmstress run: --duration '%s': %s\n", a.duration.c_str(),
+                   why.empty() ? "must be one positive duration" : why.c_str());
+      return 2;
+    }
+    ro.duration_s = d.min.count() / 1000.0;
+  }
+  if (!a.shard.empty()) {
+    int i = -1, n = 0;
+    char extra;
+    if (std::sscanf(a.shard.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n) {
+      std::fprintf(stderr, "shmstress run: --shard '%s': expected i/n with 0 <= i < n\n",
+                   a.shard.c_str());
+      return 2;
+    }
+    ro.shard_index = i;
+    ro.shard_count = n;
+  }
+  ro.allow_mount_ns = !a.no_mount_ns;
+  ro.allow_shared_shm = a.allow_shared_shm;
+  ro.subject_explicit = subject_given;
+  {
+    std::string why;
+    auto subj = harness::resolve_subject(ro.subject, ro.files, &why);
+    if (!subj) {
+      std::fprintf(stderr, "shmstress run: --subject: %s\n", why.c_str());
+      return 2;
+    }
+    ro.subject_command = subj->command;
+    ro.subject_root = subj->shm_root;
+  }
+  ro.exe = a.worker_bin.empty() ? self_exe() : fs::absolute(a.worker_bin).string();
+  ro.invocation = argv0;
+  if (!a.worker_bin.empty()) ro.reproduce_flags = " --worker-bin " + a.worker_bin;
+  if (a.no_mount_ns) ro.reproduce_flags += " --no-mount-ns";
+  if (ro.subject != "native") ro.reproduce_flags += " --subject '" + ro.subject + "'";
+  if (a.allow_shared_shm) ro.reproduce_flags += " --allow-shared-shm";
+  std::vector<harness::Scenario> scenarios;
+  std::string err;
+  if (!harness::load_and_validate(ro.files, &scenarios, &err)) {
+    std::fprintf(stderr, "%s\n", err.c_str());
+    return 2;
+  }
+  for (const auto& f :
+       {a.junit_file, a.metrics_file}) {  // before the run: a soak may write them live
+    std::error_code ec;
+    if (fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path(), ec);
+  }
+  // Live metrics: validate, bind /metrics (it then follows every trial).
+  std::shared_ptr<reports::LiveReporting> live;
+  if (!a.live.listen.empty() || !a.live.pushgateway.empty()) {
+    a.live.subject = ro.subject;
+    int live_rc = 0;
+    live = reports::LiveReporting::start(a.live, &err, &live_rc);
+    if (!live) {
+      std::fprintf(stderr, "shmstress run: %s\n", err.c_str());
+      return live_rc;
+    }
+  }
+
+  // Reports that follow the run as it goes: one line each.
+  const bool tty = ::isatty(STDERR_FILENO);
+  if (live) ro.subscribers.push_back(live);
+  if (harness::by_duration(ro)) ro.subscribers.push_back(reports::live_summary());
+  if (harness::by_duration(ro) && !a.metrics_file.empty())
+    ro.subscribers.push_back(reports::live_metrics_file(a.metrics_file));
+  ro.subscribers.push_back(reports::progress_line(stderr, tty, tty && !std::getenv("NO_COLOR")));
+
+  harness::RunResult r = harness::run(scenarios, ro);
+
+  // Reports of the finished run.
+  reports::console_summary(stdout, r, stdout_color());
+  std::string summary = r.out_dir + "/summary.json";
+  if (!reports::write_summary(r, summary)) {
+    std::fprintf(stderr, "shmstress: cannot write %s\n", summary.c_str());
+    return 3;
+  }
+  std::printf("summary: %s (seed %llu)\n", summary.c_str(),
+              static_cast<unsigned long long>(r.seed));
+  const int rc = r.tally.trials() == 0 && !r.interrupted ? 3 : r.exit_code();
+  // Timelines of the kept failing trials: the listed ones with a dir.
+  int timelines = 0;
+  for (const auto& t : r.listed) {
+    if (!t.kept || t.dir.empty()) continue;
+    for (const auto& s : scenarios) {
+      if (s.name == t.scenario) {
+        timelines += write_timeline(t, s) ? 1 : 0;
+        break;
+      }
+    }
+  }
+  if (reports::write_report_html(r, r.out_dir + "/report.html"))
+    std::printf("report: %s/report.html\n", r.out_dir.c_str());
+  for (const auto& t : r.listed) {
+    if (timelines > 0 && t.kept && t.verdict != harness::Verdict::kValid) {
+      std::printf("timelines: %d, e.g. %s/timeline.html\n", timelines, t.dir.c_str());
+      break;
+    }
+  }
+  // The final metrics and CI files; then the push (a failed push only warns).
+  const bool written = write_ci_reports(r, rc, a.junit_file, a.metrics_file);
+  if (live) return live->finish(r, written ? rc : 3);
+  return written ? rc : 3;
+}
+
+}  // namespace
+
+Subcommand add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  harness::RunOptions& ro = a->ro;
+  auto* cmd = app.add_subcommand("run", "run trials of scenario files and check invariants");
+  cmd->add_option("files", ro.files, "scenario files (*.toml)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--seed", ro.seed, "master seed (default: random, printed)");
+  cmd->add_option("--trials", ro.trials, "trials per scenario (default: the scenario's)")
+      ->check(CLI::Range(1, 10000000));
+  cmd->add_option("--trial", ro.only_trial,
+                  "run only this trial index (replays its exact schedule)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--duration", a->duration, "run until this much time has passed, e.g. 90s, 10m");
+  cmd->add_option("--parallel", ro.parallel, "trials at once (default: cores)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--out", ro.out_dir, "run directory (default runs/<run-id>)");
+  cmd->add_option(
+      "--subject", ro.subject,
+      "subject: native (shmcoord), a named subject (subjects/<name>/subject.toml), or exec:CMD "
+      "(any program speaking docs/worker-protocol.md); wins over scenarios' `subject`");
+  cmd->add_flag("--allow-shared-shm", a->allow_shared_shm,
+                "run an external subject even without a private /dev/shm (it may meet the "
+                "machine's own names)");
+  cmd->add_flag("--keep-passing", ro.keep_passing, "keep passing trials' directories");
+  cmd->add_option("--shard", a->shard,
+                  "run shard i of n (e.g. 2/8): trial indices congruent to i mod n, same --seed on "
+                  "every shard");
+  cmd->add_option(
+         "--max-kept", ro.max_kept,
+         "keep at most this many failing (and passing) trial dirs (default 100, 0: no cap)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--worker-bin", a->worker_bin,
+                  "native worker binary (default: this one), e.g. a known-bad variant")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--stop-on-violation", ro.stop_on_violation,
+                "stop after the first trial that violates an invariant");
+  cmd->add_flag("--no-mount-ns", a->no_mount_ns,
+                "isolate trials by name root instead of a private /dev/shm");
+  cmd->add_option("--junit", a->junit_file, "also write JUnit XML here (docs/reports.md)");
+  cmd->add_option("--metrics-file", a->metrics_file,
+                  "also write a Prometheus textfile here, atomically (docs/reports.md)");
+  // Live metrics: --listen, --pushgateway (reports/live.h, docs/reports.md).
+  cmd->add_option("--listen", a->live.listen,
+                  "serve live /metrics on HOST:PORT during the run, e.g. 127.0.0.1:9464 (loopback "
+                  "only unless --listen-any)");
+  cmd->add_flag("--listen-any", a->live.listen_any,
+                "allow --listen on a non-loopback address (reachable from other machines)");
+  cmd->add_option("--pushgateway", a->live.pushgateway,
+                  "at the end, push the run's metrics to this Pushgateway, http://HOST:PORT (a "
+                  "failed push only warns)");
+  cmd->add_option("--push-timeout", a->live.push_timeout,
+                  "give up on the push after this long (default 10s)");
+  return {cmd, [a, cmd](const char* argv0) { return run(*a, cmd->count("--subject") > 0, argv0); }};
+}
+
+}  // namespace cli

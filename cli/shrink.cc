@@ -1,0 +1,74 @@
+// shmstress shrink TRIAL_DIR: delta debugging over a failing trial's scenario
+// (harness/shrink.h) while the same invariant still fails; prints the minimal
+// scenario and its reproduce command. The worker binary and isolation come
+// from the run's reproduce command unless given.
+#include "harness/shrink.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/cli.h"
+
+namespace cli {
+namespace {
+
+struct ShrinkArgs {
+  std::string dir, worker_bin;
+  bool no_mount_ns = false;
+  harness::ShrinkOptions so;
+};
+
+int shrink(ShrinkArgs a, const char* argv0) {
+  const fs::path dir = a.dir;
+  const TrialRunFlags original = trial_run_flags(dir);
+  if (a.worker_bin.empty() && original.worker_bin) a.worker_bin = *original.worker_bin;
+  a.no_mount_ns |= original.no_mount_ns;
+  harness::ShrinkOptions& so = a.so;
+  so.trial_dir = dir.string();
+  so.run.exe = a.worker_bin.empty() ? self_exe() : fs::absolute(a.worker_bin).string();
+  so.run.allow_mount_ns = !a.no_mount_ns;
+  so.run.invocation = argv0;
+  so.run.parallel = 1;
+  if (!a.worker_bin.empty()) so.run.reproduce_flags = " --worker-bin " + a.worker_bin;
+  if (a.no_mount_ns) so.run.reproduce_flags += " --no-mount-ns";
+  std::printf("shrinking %s (%d retries per candidate, budget %d)...\n", dir.c_str(), so.retries,
+              so.budget);
+  std::fflush(stdout);
+  harness::ShrinkResult r = harness::shrink(so);
+  if (!r.ok) {
+    std::fprintf(stderr, "shmstress shrink: %s\n", r.error.c_str());
+    return r.error.find("not a trial dir") != std::string::npos ? 2 : 4;
+  }
+  std::printf(
+      "%s still fails with %s\n  original: %s\n  minimal:  %s\n  (%d candidates tried, %d kept)\n"
+      "minimal scenario: %s\nreproduce: %s\n",
+      r.invariant.c_str(), r.minimal.to_string().c_str(), r.original.to_string().c_str(),
+      r.minimal.to_string().c_str(), r.candidates, r.kept, r.minimal_file.c_str(),
+      r.reproduce.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_shrink(CLI::App& app) {
+  auto a = std::make_shared<ShrinkArgs>();
+  auto* cmd =
+      app.add_subcommand("shrink", "minimise a failing trial while the same invariant still fails");
+  cmd->add_option("dir", a->dir, "a failing trial directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--invariant", a->so.invariant,
+                  "the invariant to keep failing (default: the trial's first)");
+  cmd->add_option("--retries", a->so.retries,
+                  "re-runs per candidate before calling it passing (default 5)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--budget", a->so.budget, "at most this many candidates (default 150)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--worker-bin", a->worker_bin,
+                  "native worker binary (default: the run's, else this one)");
+  cmd->add_flag("--no-mount-ns", a->no_mount_ns,
+                "isolate trials by name root instead of a private /dev/shm");
+  return {cmd, [a](const char* argv0) { return shrink(*a, argv0); }};
+}
+
+}  // namespace cli
