@@ -1,8 +1,16 @@
 #include "shmcoord/barrier.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
+#include <thread>
 
+#include "clean_parts.h"
+#include "lease.h"
 #include "names.h"
 #include "records.h"
 #include "robust_mutex.h"
@@ -19,11 +27,16 @@ using records::Participant;
 using sys::load;
 using sys::store;
 
+const SegmentPoints kBarrierPoints{"shm/barrier/open",     "shm/barrier/create",         "shm/barrier/fstat",
+                                   "shm/barrier/mmap",     "shm/barrier/ftruncate",      "shm/barrier/fallocate",
+                                   "shm/barrier/unlink",   "crash/barrier/after-create", "crash/barrier/after-size"};
+
 SegmentSpec barrier_spec(std::string suffix, int num_procs) {
   SegmentSpec s;
   s.suffix = std::move(suffix);
   s.size = sizeof(BarrierLayout);
-  s.fp_area = "barrier";
+  s.magic = records::kBarrierMagic;
+  s.points = kBarrierPoints;
   s.init = [num_procs](void* p) {
     auto* b = static_cast<BarrierLayout*>(p);
     b->version = records::kVersion;
@@ -37,10 +50,92 @@ SegmentSpec barrier_spec(std::string suffix, int num_procs) {
   return s;
 }
 
-ProcessId part_id(const Participant& q) { return ProcessId{q.pid, q.start_time}; }
-
 std::string who(const Participant& q, int slot) {
-  return "participant " + std::to_string(slot) + " (pid " + std::to_string(q.pid) + ")";
+  return "participant " + std::to_string(slot) + " (" + describe_owner(q.who) + ")";
+}
+
+bool same_owner(const records::Owner& a, const records::Owner& b) {
+  return a.lease_token != 0 && a.lease_token == b.lease_token && a.lease_cell == b.lease_cell;
+}
+
+// Every event a waiter must see changes `seq` before the wake, so a waiter
+// between its checks and FUTEX_WAIT cannot sleep through it. The wake syscall
+// is skipped when nobody waits: `waiters` is raised before FUTEX_WAIT and `seq`
+// bumped before reading it, both sequentially consistent, so either the waker
+// sees the waiter or the waiter's FUTEX_WAIT sees the new seq.
+void wake(BarrierLayout* b) {
+  std::atomic_ref<std::uint32_t>(b->seq).fetch_add(1, std::memory_order_seq_cst);
+  if (std::atomic_ref<std::uint32_t>(b->waiters).load(std::memory_order_seq_cst) != 0) sys::futex_wake_all(&b->seq);
+}
+
+// Spinning before sleeping only pays when every participant can run at once.
+int spin_budget(std::uint32_t num_procs) {
+  static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  return num_procs <= cpus ? 2000 : 0;
+}
+
+// Under the barrier lock: every participant alive? The first dead or departed
+// one that blocks round `gen`, and (with all_missing) who is missing.
+std::string missing_dead(BarrierLayout* b, LeaseProbe& probe, std::uint32_t gen, std::string* all_missing) {
+  std::string dead, dead_arrived;
+  int seated = 0, arrived = 0;
+  const int seats = static_cast<int>(b->num_procs);
+  for (int i = 0; i < seats; ++i) {
+    const Participant& q = b->parts[i];
+    const std::uint32_t st = load(q.state);
+    if (st == records::kPartEmpty) continue;
+    ++seated;
+    if (load(q.arrived_gen) == gen + 1) {
+      ++arrived;
+      if (dead_arrived.empty() && st == records::kPartAttached && !probe.alive(q.who)) dead_arrived = who(q, i);
+      continue;
+    }
+    if (st == records::kPartLeft) {
+      if (dead.empty()) dead = who(q, i) + " detached before entering round " + std::to_string(gen);
+      continue;
+    }
+    auto l = probe.liveness(q.who);
+    if (l == Liveness::kDead) {
+      if (dead.empty()) dead = who(q, i) + " died before entering round " + std::to_string(gen);
+    } else if (all_missing) {
+      *all_missing += (all_missing->empty() ? "" : ", ") + who(q, i) + (l == Liveness::kStopped ? " [stopped]" : "");
+    }
+  }
+  if (all_missing && seated < seats) {
+    *all_missing += (all_missing->empty() ? "" : ", ") + std::to_string(seats - seated) + " never attached";
+  }
+  // Everyone arrived yet the round is not released: its releaser died.
+  if (dead.empty() && arrived >= seats && !dead_arrived.empty()) {
+    dead = dead_arrived + " died releasing round " + std::to_string(gen);
+  }
+  return dead;
+}
+
+Error break_locked(BarrierLayout* b, const std::string& name, Code code, const std::string& why) {
+  if (!b->broken) {
+    records::copy_utf8_field(why, b->reason, records::kReasonMax);
+    failpoint::crash_window("crash/barrier/break-half-written");
+    store(b->broken, static_cast<std::uint32_t>(code));
+    wake(b);
+  }
+  return make_error(static_cast<Code>(b->broken), "barrier " + name + " is broken: " + b->reason);
+}
+
+// Locks a barrier; a previous owner that died holding the lock breaks it.
+Result<RobustGuard> lock_barrier(const Namespace& ns, BarrierLayout* b, const std::string& name, Deadline d) {
+  auto g = RobustGuard::lock(&b->mutex, d, name);
+  if (g && g->owner_died()) {
+    std::string dead;
+    {
+      LeaseProbe probe(ns);
+      for (int i = 0; i < records::kMaxRanks; ++i) {
+        const Participant& q = b->parts[i];
+        if (load(q.state) == records::kPartAttached && !probe.alive(q.who)) dead = who(q, i);
+      }
+    }
+    break_locked(b, name, Code::kBroken, (dead.empty() ? std::string("a participant") : dead) + " died holding the barrier lock");
+  }
+  return g;
 }
 
 }  // namespace
@@ -52,66 +147,10 @@ struct Barrier::Impl {
   BarrierLayout* b = nullptr;
   int slot = -1;
   bool detached = false;
+  records::Owner me{};
 
-  Error break_locked(Code code, const std::string& why) {
-    if (!b->broken) {
-      std::size_t n = std::min(why.size(), records::kReasonMax - 1);
-      std::memcpy(b->reason, why.data(), n);
-      b->reason[n] = '\0';
-      store(b->broken, static_cast<std::uint32_t>(code));
-      std::atomic_ref<std::uint32_t>(b->generation).fetch_add(0, std::memory_order_acq_rel);
-      sys::futex_wake_all(&b->generation);
-    }
-    return make_error(static_cast<Code>(b->broken), std::string("barrier ") + seg.name() + " is broken: " + b->reason);
-  }
-
-  Result<RobustGuard> lock(Deadline d) {
-    auto g = RobustGuard::lock(&b->mutex, d, seg.name());
-    if (g && g->owner_died()) {
-      std::string dead;
-      for (int i = 0; i < records::kMaxRanks; ++i) {
-        const Participant& q = b->parts[i];
-        if (q.state == records::kPartAttached && !is_alive(part_id(q))) dead = who(q, i);
-      }
-      break_locked(Code::kBroken, (dead.empty() ? std::string("a participant") : dead) + " died holding the barrier lock");
-    }
-    return g;
-  }
-
-  // Under the lock: who blocks round `gen`, and are any of them dead or gone?
-  // Arrivals are lock-free, so arrival marks are read atomically.
-  std::string missing_dead(std::uint32_t gen, std::string* all_missing) {
-    std::string dead, dead_arrived;
-    int attached = 0, arrived = 0;
-    for (int i = 0; i < records::kMaxRanks; ++i) {
-      const Participant& q = b->parts[i];
-      if (q.state == records::kPartEmpty) continue;
-      if (q.state == records::kPartAttached) ++attached;
-      if (load(q.arrived_gen) == gen + 1) {
-        ++arrived;
-        if (dead_arrived.empty() && q.state == records::kPartAttached && !is_alive(part_id(q))) dead_arrived = who(q, i);
-        continue;
-      }
-      if (q.state == records::kPartLeft) {
-        if (dead.empty()) dead = who(q, i) + " detached before entering round " + std::to_string(gen);
-        continue;
-      }
-      auto l = liveness(part_id(q));
-      if (l == Liveness::kDead) {
-        if (dead.empty()) dead = who(q, i) + " died before entering round " + std::to_string(gen);
-      } else if (all_missing) {
-        *all_missing += (all_missing->empty() ? "" : ", ") + who(q, i) + (l == Liveness::kStopped ? " [stopped]" : "");
-      }
-    }
-    if (all_missing && attached < static_cast<int>(b->num_procs)) {
-      *all_missing += (all_missing->empty() ? "" : ", ") + std::to_string(b->num_procs - attached) + " never attached";
-    }
-    // Everyone arrived yet the round is not released: its releaser died.
-    if (dead.empty() && arrived >= static_cast<int>(b->num_procs) && !dead_arrived.empty()) {
-      dead = dead_arrived + " died releasing round " + std::to_string(gen);
-    }
-    return dead;
-  }
+  Error break_locked(Code code, const std::string& why) { return shmcoord::break_locked(b, seg.name(), code, why); }
+  Result<RobustGuard> lock(Deadline d) { return lock_barrier(ns, b, seg.name(), d); }
 };
 
 Barrier::Barrier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -136,10 +175,14 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
                                             std::to_string(records::kMaxRanks) + "]");
   }
   const Deadline d = Deadline::after(opt.timeout);
+  // Our liveness for as long as we hold a seat.
+  auto lease = LeaseRef::take(ns);
+  if (!lease) return std::unexpected(lease.error());
   auto impl = std::make_unique<Impl>();
   impl->ns = ns;
   impl->opt = opt;
-  const ProcessId me = self_identity();
+  impl->me = lease->owner();
+  const records::Owner& me = impl->me;
   for (;;) {
     auto seg = Segment::open(ns, barrier_spec(suffix, num_procs), true, d);
     if (!seg) return std::unexpected(seg.error());
@@ -148,42 +191,67 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
     BarrierLayout* b = impl->b;
     auto g = impl->lock(d);
     if (!g) return std::unexpected(g.error());
-    if (load(b->retired)) continue;  // being unlinked by its last participant: open anew
-    // Stale: nobody alive is attached (all dead or left). Start it afresh.
-    bool any_live = false, any_used = false;
+    failpoint::crash_window("crash/barrier/attach/after-lock");
+    if (load(b->retired)) continue;  // being unlinked: open anew
+    LeaseProbe probe(ns);
+    // Stale: nobody alive is seated (all dead or left). Start it afresh.
+    bool any_used = false, any_live = false;
     for (const Participant& q : b->parts) {
-      if (q.state != records::kPartEmpty) any_used = true;
-      if (q.state == records::kPartAttached && is_alive(part_id(q))) any_live = true;
+      const std::uint32_t st = load(q.state);
+      if (st != records::kPartEmpty) any_used = true;
+      if (st == records::kPartAttached && probe.alive(q.who)) any_live = true;
     }
     if (any_used && !any_live) {
       std::memset(b->parts, 0, sizeof b->parts);
-      b->arrived = 0;
+      failpoint::crash_window("crash/barrier/attach/half-reset");
+      store(b->arrived, 0);
       b->broken = 0;
       b->reason[0] = '\0';
       b->num_procs = static_cast<std::uint32_t>(num_procs);
     }
     if (static_cast<int>(b->num_procs) != num_procs) {
-      Error e = impl->break_locked(Code::kMismatch, "participants disagree on the process count: pid " +
-                                                        std::to_string(me.pid) + " says " + std::to_string(num_procs) +
-                                                        ", the barrier was created for " + std::to_string(b->num_procs));
-      return std::unexpected(e);
+      return std::unexpected(impl->break_locked(
+          Code::kMismatch, "participants disagree on the process count: pid " + std::to_string(me.pid) + " says " +
+                               std::to_string(num_procs) + ", the barrier was created for " + std::to_string(b->num_procs)));
     }
     if (b->broken) return std::unexpected(impl->break_locked(Code::kBroken, ""));
-    int live = 0, free_slot = -1;
-    for (int i = 0; i < records::kMaxRanks; ++i) {
-      Participant& q = b->parts[i];
-      if (q.state == records::kPartAttached && is_alive(part_id(q))) ++live;
-      if (free_slot < 0 && (q.state == records::kPartEmpty || q.state == records::kPartLeft)) free_slot = i;
+    // Seats are fixed: an empty one, else a departed participant's between
+    // rounds. A dead participant's seat is never handed to a replacement.
+    int seat = -1;
+    for (int i = 0; i < num_procs && seat < 0; ++i) {
+      if (load(b->parts[i].state) == records::kPartEmpty) seat = i;
     }
-    if (live >= num_procs || free_slot < 0) {
-      return fail(Code::kMismatch, "barrier " + impl->seg.name() + " already has " + std::to_string(live) +
+    std::string refusal;
+    for (int i = 0; i < num_procs && seat < 0; ++i) {
+      const Participant& q = b->parts[i];
+      if (load(q.state) != records::kPartLeft) continue;
+      if (load(b->arrived) == 0) {
+        seat = i;
+      } else if (refusal.empty()) {
+        refusal = "round " + std::to_string(load(b->generation)) + " is in progress: pid " + std::to_string(me.pid) +
+                  " cannot take the seat of " + who(q, i) + ", who departed, before the round completes";
+      }
+    }
+    for (int i = 0; i < num_procs && seat < 0 && refusal.empty(); ++i) {
+      const Participant& q = b->parts[i];
+      if (load(q.state) == records::kPartAttached && !probe.alive(q.who)) {
+        refusal = who(q, i) + " died holding its seat: pid " + std::to_string(me.pid) +
+                  " cannot replace it while live participants remain (the barrier breaks at the round it misses)";
+      }
+    }
+    if (seat < 0) {
+      if (!refusal.empty()) return fail(Code::kBroken, "barrier " + impl->seg.name() + ": " + refusal);
+      return fail(Code::kMismatch, "barrier " + impl->seg.name() + " already has " + std::to_string(num_procs) +
                                        " live participants of " + std::to_string(num_procs) + "; pid " +
                                        std::to_string(me.pid) + " is one too many");
     }
     failpoint::crash_window("crash/barrier/attach/locked");
-    // A reused slot must not count as having entered the current round.
-    b->parts[free_slot] = Participant{me.pid, records::kPartAttached, me.start_time, 0, 0};
-    impl->slot = free_slot;
+    Participant& mine = b->parts[seat];
+    mine.who = me;
+    store(mine.arrived_gen, 0);  // a reused seat must not count as having entered the current round
+    store(mine.state, records::kPartAttached);
+    impl->slot = seat;
+    lease->keep();  // dropped by detach()
     return Barrier(std::move(impl));
   }
 }
@@ -198,7 +266,8 @@ Result<std::uint32_t> Barrier::wait() {
     return I.break_locked(Code::kBroken, "");
   };
   // Fast path, no lock: a round cannot complete without our arrival, so the
-  // generation read here is the round we are entering.
+  // generation read here is the round we are entering. Seats are fixed, so
+  // num_procs arrivals are one per seat.
   const std::uint32_t gen = load(b->generation);
   if (load(b->broken)) return std::unexpected(broken_error());
   const std::uint32_t n = std::atomic_ref<std::uint32_t>(b->arrived).fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -208,23 +277,51 @@ Result<std::uint32_t> Barrier::wait() {
     store(b->arrived, 0);
     failpoint::crash_window("crash/barrier/wait/before-release");  // all marked, round not released
     std::atomic_ref<std::uint32_t>(b->generation).store(gen + 1, std::memory_order_release);
-    sys::futex_wake_all(&b->generation);
+    wake(b);
     return gen;
   }
-  failpoint::crash_window("crash/barrier/wait/before-sleep");
-  for (;;) {
-    auto slice = std::min<std::chrono::nanoseconds>(I.opt.liveness_interval, d.left());
-    if (load(b->generation) == gen && !load(b->broken)) sys::futex_wait_for(&b->generation, gen, slice);
+  for (int i = spin_budget(load(b->num_procs)); i > 0; --i) {
+    if (load(b->generation) != gen) return gen;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (bool first = true;; first = false) {
+    const std::uint32_t seen = load(b->seq);
     if (load(b->generation) != gen) return gen;
     if (load(b->broken)) return std::unexpected(broken_error());
-    // Not woken within a liveness interval: look for dead or departed
-    // participants, and at the deadline. Only this slow path takes the lock.
-    auto g = I.lock(d);
-    if (!g) return std::unexpected(g.error());
+    // Checked, not yet asleep: an event from here on changes `seen`.
+    if (first) failpoint::crash_window("crash/barrier/wait/before-sleep");
+    auto slice = std::min<std::chrono::nanoseconds>(I.opt.liveness_interval, d.left());
+    std::atomic_ref<std::uint32_t> waiters(b->waiters);
+    waiters.fetch_add(1, std::memory_order_seq_cst);
+    sys::futex_wait_for(&b->seq, seen, slice);
+    waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (load(b->generation) != gen) return gen;
+    if (load(b->broken)) return std::unexpected(broken_error());
+    // Not released within a liveness interval, or woken by a departure: look
+    // for dead or departed participants, and at the deadline. Only this slow
+    // path takes the lock, and never for longer than a liveness interval, so a
+    // stopped lock holder delays the check, never the end of a round.
+    auto lock_for = std::max<std::chrono::nanoseconds>(std::min<std::chrono::nanoseconds>(I.opt.liveness_interval, d.left()),
+                                                       std::chrono::milliseconds(1));
+    auto g = I.lock(Deadline{Clock::now() + std::chrono::duration_cast<Clock::duration>(lock_for)});
+    if (!g) {
+      if (g.error().code != Code::kTimeout) return std::unexpected(g.error());
+      if (!d.passed()) continue;
+      if (load(b->generation) != gen) return gen;
+      return fail(Code::kTimeout, "timed out after " + std::to_string(I.opt.timeout.count()) + " ms in round " +
+                                      std::to_string(gen) + " of barrier " + I.seg.name() +
+                                      ": its lock is held by a stopped or stuck process");
+    }
+    failpoint::crash_window("crash/barrier/wait/check-locked");
     if (load(b->generation) != gen) return gen;
     if (load(b->broken)) return std::unexpected(I.break_locked(Code::kBroken, ""));
-    std::string missing;
-    std::string dead = I.missing_dead(gen, d.passed() ? &missing : nullptr);
+    std::string missing, dead;
+    {
+      LeaseProbe probe(I.ns);
+      dead = missing_dead(b, probe, gen, d.passed() ? &missing : nullptr);
+    }
     if (!dead.empty()) return std::unexpected(I.break_locked(Code::kBroken, dead));
     if (d.passed()) {
       return std::unexpected(I.break_locked(Code::kTimeout, "timed out after " + std::to_string(I.opt.timeout.count()) +
@@ -240,27 +337,113 @@ Status Barrier::detach() {
   I.detached = true;
   BarrierLayout* b = I.b;
   bool last = false;
+  Status locked;
   {
     auto g = I.lock(Deadline::after(std::chrono::milliseconds(2000)));
-    if (!g) return std::unexpected(g.error());
-    Participant& mine = b->parts[I.slot];
-    if (part_id(mine) == self_identity()) mine.state = records::kPartLeft;
-    last = true;
-    for (const Participant& q : b->parts) {
-      if (q.state == records::kPartAttached && is_alive(part_id(q))) last = false;
+    if (g) {
+      Participant& mine = b->parts[I.slot];
+      if (same_owner(mine.who, I.me)) store(mine.state, records::kPartLeft);
+      failpoint::crash_window("crash/barrier/detach/locked");
+      last = true;
+      {
+        LeaseProbe probe(I.ns);
+        for (const Participant& q : b->parts) {
+          if (load(q.state) == records::kPartAttached && probe.alive(q.who)) last = false;
+        }
+      }
+      if (last) store(b->retired, 1);
+      wake(b);
+    } else {
+      locked = std::unexpected(g.error());
     }
-    if (last) store(b->retired, 1);
-    sys::futex_wake_all(&b->generation);
   }
+  // Our seat is given up (or, if the lock failed, we are about to look dead).
+  LeaseRef::drop(I.ns.root);
+  if (!locked) return locked;
   if (last) {
     auto lock = InitLock::acquire(I.ns, Deadline::after(std::chrono::milliseconds(2000)));
     if (!lock) return std::unexpected(lock.error());
+    failpoint::crash_window("crash/barrier/detach/retired");
     auto r = I.seg.unlink_if_same("shm/barrier/unlink");
-    // Nothing of the namespace left: the init lock goes too (safe while we hold it).
-    if (r && list_owned(I.ns).empty()) (void)lock->unlink_held();
+    // Nothing of the namespace left: its leases file and init lock go too
+    // (safe while we hold the init lock).
+    if (r && list_owned(I.ns).empty() && remove_leases_if_unused(I.ns).empty()) (void)lock->unlink_held();
     return r;
   }
   return {};
+}
+
+void clean_other_segment(const Namespace& ns, const OwnedEntry& e, Deadline d, CleanReport& rep) {
+  if (e.uid != ::geteuid()) {
+    rep.skipped.push_back({e.name, "owned by uid " + std::to_string(e.uid)});
+    return;
+  }
+  // Is it a barrier (of this version or another)? Read without any lock first.
+  std::uint32_t version = 0;
+  bool valid = false;
+  ino_t ino = 0;
+  void* map = nullptr;
+  std::size_t size = 0;
+  if (int fd = ::shm_open(e.name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0); fd >= 0) {
+    struct stat st{};
+    if (::fstat(fd, &st) == 0 && st.st_size >= 16) {
+      size = static_cast<std::size_t>(st.st_size);
+      ino = st.st_ino;
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        version = records::version_of(p, size, records::kBarrierMagic);
+        valid = records::validate_barrier(p, size) == nullptr;
+        map = p;
+      }
+    }
+    ::close(fd);
+  }
+  struct Unmap {
+    void* p;
+    std::size_t n;
+    ~Unmap() {
+      if (p) ::munmap(p, n);
+    }
+  } unmap{map, size};
+  if (version != 0 && version != records::kVersion) {
+    rep.skipped.push_back({e.name, "a barrier of shmcoord layout version " + std::to_string(version) +
+                                       " (this library is version " + std::to_string(records::kVersion) + ")"});
+    return;
+  }
+  if (!valid) {
+    std::string r = remove_entry(e);
+    if (r.empty()) {
+      rep.removed.push_back({e.name, "not a valid barrier (zero-length, truncated or garbage)"});
+    } else {
+      rep.skipped.push_back({e.name, r});
+    }
+    return;
+  }
+  // A barrier: judged under its own lock and retired before it is unlinked,
+  // so an attach racing with us reopens by name instead of joining a ghost.
+  auto* b = static_cast<BarrierLayout*>(map);
+  auto g = lock_barrier(ns, b, e.name, d);
+  if (!g) {
+    rep.kept.push_back({e.name, g.error().message});
+    return;
+  }
+  std::string live;
+  {
+    LeaseProbe probe(ns);
+    for (int i = 0; i < records::kMaxRanks && live.empty(); ++i) {
+      const Participant& q = b->parts[i];
+      if (load(q.state) == records::kPartAttached && probe.alive(q.who)) live = who(q, i) + " is alive";
+    }
+  }
+  if (!live.empty()) {
+    rep.kept.push_back({e.name, "barrier " + live});
+    return;
+  }
+  store(b->retired, 1);
+  failpoint::crash_window("crash/cleanup/barrier-retired");
+  if (shm_inode(e.name) == ino && ::shm_unlink(e.name.c_str()) == 0) {
+    rep.removed.push_back({e.name, "barrier with no live participant"});
+  }
 }
 
 }  // namespace shmcoord

@@ -4,6 +4,7 @@
 #include <fiu.h>
 #include <gtest/gtest.h>
 
+#include "shmcoord/failpoint.h"
 #include "test_util.h"
 
 namespace shmcoord {
@@ -88,6 +89,7 @@ TEST_F(BarrierTest, ParticipantKilledBeforeEnteringBreaksSurvivorsWithinOneSecon
   std::vector<testing::ChildProc*> survivors;
   for (int i = 0; i < 2; ++i) {
     survivors.push_back(&fork_child([&](int out) {
+      if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
       auto b = Barrier::attach(ns, "b", 3, opt(30000ms));
       report(out, "in");
       auto r = b->wait();
@@ -97,7 +99,9 @@ TEST_F(BarrierTest, ParticipantKilledBeforeEnteringBreaksSurvivorsWithinOneSecon
     }));
   }
   for (auto* s : survivors) ASSERT_EQ(read_line(*s), "in");
-  ::usleep(100000);
+  // Both have entered round 0 before the victim dies.
+  for (auto* s : survivors) ASSERT_TRUE(wait_stopped(*s));
+  for (auto* s : survivors) ::kill(s->pid, SIGCONT);
   auto killed_at = std::chrono::steady_clock::now().time_since_epoch().count();
   kill_child(victim);
   for (auto* s : survivors) {
@@ -112,10 +116,11 @@ TEST_F(BarrierTest, ParticipantKilledBeforeEnteringBreaksSurvivorsWithinOneSecon
 
 // The original: a death after entering let that round finish and hung the next.
 TEST_F(BarrierTest, ParticipantKilledAfterEnteringCompletesThatRoundThenBreaksTheNext) {
+  testing::ShmTest::Gate go;
   auto& survivor = fork_child([&](int out) {
     auto b = Barrier::attach(ns, "b", 2, opt(20000ms));
     report(out, "in");
-    ::usleep(300000);  // the victim enters first, so it is asleep in the round when it dies
+    go.wait_go();  // the victim has entered round 0 and died there
     report(out, outcome(b->wait()));
     report(out, outcome(b->wait()));
     return 0;
@@ -128,11 +133,12 @@ TEST_F(BarrierTest, ParticipantKilledAfterEnteringCompletesThatRoundThenBreaksTh
     (void)b->wait();
     return 0;
   });
+  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  go.open_all();
   EXPECT_EQ(read_line(survivor), "ok");
   std::string second = read_line(survivor, 5000ms);
   EXPECT_EQ(second.rfind("broken:", 0), 0u) << second;
   EXPECT_NE(second.find("died before entering round 1"), std::string::npos) << second;
-  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
 }
 
 TEST_F(BarrierTest, ParticipantKilledHoldingTheLockBreaksTheBarrier) {
@@ -158,15 +164,17 @@ TEST_F(BarrierTest, ParticipantKilledHoldingTheLockBreaksTheBarrier) {
 // The last to arrive died after every arrival was marked, before releasing the round.
 TEST_F(BarrierTest, ReleaserKilledBeforeReleasingTheRoundBreaksTheBarrier) {
   auto& survivor = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
     auto b = Barrier::attach(ns, "b", 2, opt(20000ms));
     report(out, "in");
     report(out, outcome(b->wait()));
     return 0;
   });
   ASSERT_EQ(read_line(survivor), "in");
+  ASSERT_TRUE(wait_stopped(survivor));  // it entered round 0 first
+  ::kill(survivor.pid, SIGCONT);
   auto& victim = fork_child([&](int) {
     auto b = Barrier::attach(ns, "b", 2, opt());
-    ::usleep(100000);  // the survivor is asleep in the round
     fiu_init(0);
     fiu_enable("crash/barrier/wait/before-release", 1, nullptr, 0);
     (void)b->wait();
@@ -219,48 +227,243 @@ TEST_F(BarrierTest, DisagreeingProcessCountsAreAClearErrorForEveryone) {
 
 // The original: a late constructor reset the counters mid-round: hang.
 TEST_F(BarrierTest, LateJoinerNeverResetsARoundInProgress) {
-  auto& early = fork_child([&](int out) {
-    auto b = Barrier::attach(ns, "b", 3, opt());
-    report(out, "in");
-    report(out, outcome(b->wait()));
-    return 0;
-  });
-  auto& early2 = fork_child([&](int out) {
-    auto b = Barrier::attach(ns, "b", 3, opt());
-    report(out, "in");
-    report(out, outcome(b->wait()));
-    return 0;
-  });
-  ASSERT_EQ(read_line(early), "in");
-  ASSERT_EQ(read_line(early2), "in");
-  ::usleep(100000);
+  std::vector<testing::ChildProc*> early;
+  for (int i = 0; i < 2; ++i) {
+    early.push_back(&fork_child([&](int out) {
+      // Stops right after arriving in round 0: the parent's handshake.
+      if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+      auto b = Barrier::attach(ns, "b", 3, opt());
+      if (!b) return 3;
+      auto r = b->wait();
+      report(out, r ? "ok " + std::to_string(*r) : outcome(r));
+      return 0;
+    }));
+  }
+  // Both have entered round 0 (they stop only after their arrival is counted).
+  for (auto* e : early) ASSERT_TRUE(wait_stopped(*e));
+  for (auto* e : early) ::kill(e->pid, SIGCONT);
   auto late = Barrier::attach(ns, "b", 3, opt());
-  ASSERT_TRUE(late);
-  EXPECT_TRUE(late->wait());
-  EXPECT_EQ(read_line(early), "ok");
-  EXPECT_EQ(read_line(early2), "ok");
+  ASSERT_TRUE(late) << late.error().to_string();
+  auto r = late->wait();
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(*r, 0u) << "the late joiner completed round 0, not a reset one";
+  for (auto* e : early) EXPECT_EQ(read_line(*e), "ok 0");
 }
 
-// A forked child that inherited a participant's fds must not keep the barrier stuck.
-TEST_F(BarrierTest, ForgottenChildWithInheritedFdsCannotBlockTheBarrier) {
+// A forked child inherits a participant's fds. Were liveness a flock or OFD
+// lock (both inherited across fork), the child would keep the dead
+// participant's lease - and the barrier - alive for as long as it lives.
+// The lease is a process-owned record lock, which fork does not inherit.
+TEST_F(BarrierTest, ForgottenChildWithInheritedFdsCannotKeepADeadParticipantAlive) {
   auto b = Barrier::attach(ns, "b", 2, opt(10000ms));
   ASSERT_TRUE(b) << b.error().to_string();
   auto& parent = fork_child([&](int out) {
     auto mine = Barrier::attach(ns, "b", 2, opt());
-    if (::fork() == 0) {  // forgotten child: sleeps holding every inherited fd
-      ::sleep(3);
+    if (!mine) {
+      report(out, mine.error().to_string());
+      return 1;
+    }
+    pid_t child = ::fork();
+    if (child == 0) {  // forgotten child: lives on with every inherited fd, the lease's included
+      ::sleep(30);
       ::_exit(0);
     }
-    report(out, mine ? "in" : mine.error().to_string());
+    report(out, std::to_string(child));
     ::raise(SIGKILL);
     return 0;
   });
-  ASSERT_EQ(read_line(parent), "in");
+  const pid_t forgotten = std::stoi(read_line(parent));
+  ASSERT_GT(forgotten, 0);
+  EXPECT_EQ(wait_child(parent), 128 + SIGKILL);
   auto t0 = std::chrono::steady_clock::now();
   auto r = b->wait();
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(::kill(forgotten, 0), 0) << "the child holding the inherited fds was alive throughout";
+  ::kill(forgotten, SIGKILL);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Code::kBroken) << r.error().message;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms);
+  EXPECT_NE(r.error().message.find("died before entering round 0"), std::string::npos) << r.error().message;
+  EXPECT_LT(took, 1500ms);
+}
+
+// Arrivals were counted, not participants: A attached, B arrived and was
+// SIGKILLed, C attached in a fresh slot and waited - and left round 0 although
+// the live A never entered it. A replacement for a dead participant is refused.
+TEST_F(BarrierTest, ReplacementForADeadParticipantIsRefusedAndReleasesNoRound) {
+  testing::ShmTest::Gate a_go;
+  auto& a = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, opt(5000ms));
+    report(out, b ? "attached" : b.error().to_string());
+    a_go.wait_go();
+    report(out, outcome(b->wait()));
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  ASSERT_EQ(read_line(a), "attached");
+  auto& victim = fork_child([&](int) {
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+    auto b = Barrier::attach(ns, "b", 2, opt());
+    (void)b->wait();
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(victim)) << "B never arrived";  // B has entered round 0
+  kill_child(victim);
+  auto& c = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
+    if (!b) {
+      report(out, "refused " + std::string(code_name(b.error().code)) + ": " + b.error().message);
+      return 0;
+    }
+    report(out, "attached");
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  std::string got = read_line(c);
+  EXPECT_EQ(got.rfind("refused broken: ", 0), 0u) << got;
+  EXPECT_NE(got.find("died holding its seat"), std::string::npos) << got;
+  if (got == "attached") {
+    EXPECT_NE(read_line(c), "ok") << "C left round 0 although A never entered it";
+  }
+  a_go.open_all();
+  EXPECT_EQ(read_line(a), "ok") << "A's round 0 completes: B entered it before dying";
+  std::string next = read_line(a);
+  EXPECT_EQ(next.rfind("broken:", 0), 0u) << next;
+  EXPECT_NE(next.find("died before entering round 1"), std::string::npos) << next;
+}
+
+// A departed participant's seat goes to a newcomer only between rounds.
+TEST_F(BarrierTest, DepartedSeatIsTakenOnlyBetweenRounds) {
+  // Between rounds: the newcomer takes the seat and crosses a round with us.
+  {
+    auto a = Barrier::attach(ns, "between", 2, opt(3000ms));
+    ASSERT_TRUE(a);
+    auto& leaver = fork_child([&](int out) {
+      auto b = Barrier::attach(ns, "between", 2, opt());
+      bool ok = b && b->wait() && b->detach();
+      report(out, ok ? "left" : "failed");
+      return 0;
+    });
+    ASSERT_TRUE(a->wait());
+    ASSERT_EQ(read_line(leaver), "left");
+    auto& newcomer = fork_child([&](int out) {
+      auto b = Barrier::attach(ns, "between", 2, opt());
+      report(out, b ? "attached" : "refused " + b.error().to_string());
+      if (b) report(out, outcome(b->wait()));
+      return 0;
+    });
+    ASSERT_EQ(read_line(newcomer), "attached");
+    ASSERT_TRUE(a->wait());
+    EXPECT_EQ(read_line(newcomer), "ok");
+  }
+  // Mid-round: refused, naming the round; the departure breaks that round.
+  auto& a = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "mid", 2, opt(3000ms));
+    if (!b || !b->wait()) return 2;
+    report(out, "crossed");
+    // Stop once inside round 1, which the departed participant will never enter.
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 3;
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  auto& leaver = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "mid", 2, opt());
+    bool ok = b && b->wait() && b->detach();
+    report(out, ok ? "left" : "failed");
+    return 0;
+  });
+  ASSERT_EQ(read_line(a), "crossed");
+  ASSERT_EQ(read_line(leaver), "left");
+  ASSERT_TRUE(wait_stopped(a));  // A has entered round 1
+  auto late = Barrier::attach(ns, "mid", 2, opt());
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, Code::kBroken);
+  EXPECT_NE(late.error().message.find("round 1 is in progress"), std::string::npos) << late.error().message;
+  ::kill(a.pid, SIGCONT);
+  std::string r = read_line(a);
+  EXPECT_NE(r.find("detached before entering round 1"), std::string::npos) << r;
+}
+
+#ifdef SHMCOORD_FAILPOINTS
+// break_locked and detach woke waiters without changing the futex word, so a
+// waiter between its check and FUTEX_WAIT slept a whole liveness interval.
+TEST_F(BarrierTest, BreakWakesAWaiterThatWasAboutToSleep) {
+  auto& waiter = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+    BarrierOptions o = opt(20000ms);
+    o.liveness_interval = 5000ms;  // a missed wake would cost this much
+    auto b = Barrier::attach(ns, "b", 2, o);
+    auto r = b->wait();
+    report(out, outcome(r));
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(waiter));  // checked "not broken", not yet asleep
+  auto bad = Barrier::attach(ns, "b", 3, opt());  // disagrees: breaks the barrier
+  ASSERT_FALSE(bad);
+  ASSERT_EQ(bad.error().code, Code::kMismatch);
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(waiter.pid, SIGCONT);
+  std::string r = read_line(waiter);
+  EXPECT_EQ(r.rfind("mismatch:", 0), 0u) << r;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1000ms) << "the waiter slept through the break";
+}
+
+// The slow path locked with the whole wait deadline: behind a stopped lock
+// holder, a waiter timed out on a round that had completed.
+TEST_F(BarrierTest, WaiterBehindAStoppedLockHolderStillSeesItsRoundComplete) {
+  auto& p1 = fork_child([&](int out) {
+    // Its 2nd lock (1st: attach) is the liveness check of its wait: stop just before it.
+    if (!failpoint::set_pause_spec("mutex/lock:2").empty()) return 2;
+    auto b = Barrier::attach(ns, "b", 2, opt(1500ms));
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(p1));
+  auto p2 = Barrier::attach(ns, "b", 2, opt(5000ms));
+  ASSERT_TRUE(p2);
+  // A third process takes the barrier lock and stops holding it.
+  auto& holder = fork_child([&](int) {
+    if (!failpoint::set_pause_spec("crash/barrier/attach/after-lock:1").empty()) return 2;
+    (void)Barrier::attach(ns, "b", 2, opt());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(holder));
+  ::kill(p1.pid, SIGCONT);  // into a lock held by a stopped process
+  ASSERT_TRUE(p2->wait());  // completes round 0
+  EXPECT_EQ(read_line(p1), "ok");
+}
+#endif
+
+// Participants in two pid namespaces that share /dev/shm: each used to judge
+// the other dead (its pid is not in our /proc) and break the barrier.
+TEST_F(BarrierTest, ParticipantsInTwoPidNamespacesCrossRoundsTogether) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
+  std::vector<testing::ChildProc*> kids;
+  for (int i = 0; i < 2; ++i) {
+    kids.push_back(&fork_in_pid_namespace([&](int out) {
+      BarrierOptions o = opt(5000ms);
+      o.liveness_interval = 20ms;  // many liveness checks per round
+      auto b = Barrier::attach(ns, "b", 2, o);
+      if (!b) {
+        report(out, b.error().to_string());
+        return 1;
+      }
+      for (int r = 0; r < 5; ++r) {
+        ::usleep(50000);  // let the other's checks run while we are away
+        auto g = b->wait();
+        if (!g) {
+          report(out, g.error().to_string());
+          return 1;
+        }
+      }
+      report(out, "done");
+      return 0;
+    }));
+  }
+  for (auto* k : kids) {
+    std::string got = read_line(*k);
+    if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
+    EXPECT_EQ(got, "done");
+  }
 }
 
 TEST_F(BarrierTest, BarrierOfDeadParticipantsIsResetByTheNextAttach) {

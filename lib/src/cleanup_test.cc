@@ -1,11 +1,17 @@
 #include "shmcoord/cleanup.h"
 
+#include <fiu-control.h>
+#include <fiu.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
+#include <atomic>
 #include <cstring>
 
+#include "records.h"
 #include "shmcoord/barrier.h"
+#include "shmcoord/failpoint.h"
 #include "shmcoord/registry.h"
 #include "test_util.h"
 
@@ -18,7 +24,9 @@ using namespace std::chrono_literals;
 void make_segment(const std::string& name, std::size_t size, const char* bytes = nullptr) {
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
   ASSERT_GE(fd, 0) << name;
-  if (size) ASSERT_EQ(::ftruncate(fd, size), 0);
+  if (size) {
+    ASSERT_EQ(::ftruncate(fd, size), 0);
+  }
   if (bytes) {
     ASSERT_EQ(::write(fd, bytes, std::strlen(bytes)), static_cast<ssize_t>(std::strlen(bytes)));
   }
@@ -171,6 +179,236 @@ TEST_F(CleanupTest, KeepsABarrierWithALiveParticipant) {
   auto rep = clean_stale(ns);
   ASSERT_TRUE(rep);
   EXPECT_TRUE(listed(rep->kept, "standalone")) << rep->to_string();
+}
+
+// ---------------------------------------------------------------- issue 10.1
+// clean_stale took a snapshot of live prefixes, dropped the registry lock and
+// then removed every prefix name not live *in the snapshot*: a job granted a
+// prefix meanwhile lost the segment it had just created. lib/tools/
+// cleanup_race.cc measures the same against any version of the library.
+
+// Deterministic: the cleanup stops itself at its second directory listing
+// (the walk that followed the snapshot) while a job is granted a prefix and
+// creates its segment; then the cleanup finishes. The old code lost the
+// segment every time.
+#ifdef SHMCOORD_FAILPOINTS
+int g_lists = 0;
+int stop_at_second_listing(const char*, int*, void**, unsigned*) {
+  if (++g_lists == 2) ::raise(SIGSTOP);
+  return 0;
+}
+
+TEST_F(CleanupTest, CleanupStoppedAfterJudgingTheRegistryNeverRemovesAPrefixGrantedMeanwhile) {
+  auto reg = Registry::open(ns);
+  auto other = reg->acquire(job("other"));  // a live job keeps the registry in use
+  ASSERT_TRUE(other);
+  for (int round = 0; round < 5; ++round) {
+    auto& cleaner = fork_child([&](int out) {
+      fiu_init(0);
+      fiu_enable_external("shm/dir/list", 1, nullptr, 0, &stop_at_second_listing);
+      auto r = clean_stale(ns);
+      report(out, r ? "ok" : r.error().to_string());
+      return 0;
+    });
+    ASSERT_TRUE(wait_stopped(cleaner));
+    auto l = reg->acquire(job("j" + std::to_string(round)));
+    ASSERT_TRUE(l) << l.error().to_string();
+    const std::string seg = ns.root + Namespace::prefix_suffix(l->prefix, "shard_states");
+    make_segment("/" + seg, 64);
+    ::kill(cleaner.pid, SIGCONT);
+    EXPECT_EQ(read_line(cleaner), "ok");
+    wait_child(cleaner);
+    EXPECT_FALSE(testing::shm_names_with(seg).empty()) << "round " << round << ": removed under a live lease";
+    ASSERT_TRUE(reg->release(*l));
+  }
+  ASSERT_TRUE(reg->release(*other));
+}
+#endif
+
+// Statistical: acquire -> create -> stat cycles beside a process that does
+// nothing but clean_stale, with another job live throughout.
+TEST_F(CleanupTest, AcquireCreateStatCyclesNeverLoseASegmentToAConcurrentCleanup) {
+  int cycles = 2000;
+  if (const char* c = std::getenv("SHMCOORD_TEST_CYCLES")) cycles = std::atoi(c);
+  auto* stop = static_cast<std::atomic<int>*>(
+      ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(stop, MAP_FAILED);
+  stop->store(0);
+  auto reg = Registry::open(ns);
+  auto other = reg->acquire(job("other"));
+  ASSERT_TRUE(other);
+  auto& cleaner = fork_child([&](int out) {
+    int runs = 0, errors = 0;
+    std::string last;
+    while (stop->load() == 0) {
+      auto r = clean_stale(ns);
+      if (r) {
+        ++runs;
+      } else {
+        ++errors;
+        last = r.error().to_string();
+      }
+    }
+    report(out, std::to_string(runs) + " " + std::to_string(errors) + " " + last);
+    return 0;
+  });
+  int lost = 0, failed = 0;
+  std::string last;
+  for (int i = 0; i < cycles; ++i) {
+    auto l = reg->acquire(job("j" + std::to_string(i)));
+    if (!l) {
+      ++failed;
+      last = l.error().to_string();
+      continue;
+    }
+    const std::string name = ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states"));
+    int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      ++failed;
+      last = "create " + name + ": " + std::strerror(errno);
+    } else {
+      ::close(fd);
+      struct stat st{};
+      if (::lstat(("/dev/shm" + name).c_str(), &st) < 0) ++lost;  // removed under a live lease
+    }
+    if (!reg->release(*l)) ++failed;
+  }
+  stop->store(1);
+  std::string cleaned = read_line(cleaner);
+  std::printf("[ cycles   ] lost %d/%d, failed %d %s; cleaner (runs errors): %s\n", lost, cycles, failed, last.c_str(),
+              cleaned.c_str());
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(failed, 0) << last;
+  EXPECT_GT(std::stoi(cleaned), 0) << "the cleaner never ran: " << cleaned;
+  ASSERT_TRUE(reg->release(*other));
+  ::munmap(stop, sizeof(std::atomic<int>));
+}
+
+// The same exclusion, pinned: a cleanup stopped inside its sweep holds the
+// registry lock, so no prefix can be granted until it is done.
+TEST_F(CleanupTest, NoPrefixIsGrantedWhileACleanupIsInsideItsSweep) {
+  auto reg = Registry::open(ns);
+  auto held = reg->acquire(job("first"));  // keeps the registry from being retired
+  ASSERT_TRUE(held);
+  auto& cleaner = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/cleanup/registry-locked:1").empty()) return 2;
+    auto r = clean_stale(ns);
+    report(out, r ? "ok" : r.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(cleaner));
+  auto& other = fork_child([&](int out) {
+    auto r = Registry::open(ns);
+    auto s = job("second");
+    s.timeout = 300ms;
+    auto l = r->acquire(s);
+    report(out, l ? "granted " + std::to_string(l->prefix) : std::string(code_name(l.error().code)));
+    return 0;
+  });
+  EXPECT_EQ(read_line(other), "timeout");
+  ::kill(cleaner.pid, SIGCONT);
+  EXPECT_EQ(read_line(cleaner), "ok");
+  ASSERT_TRUE(reg->release(*held));
+}
+
+// ---------------------------------------------------------------- issue 10.5
+// A cleanup killed between retiring the registry and unlinking it left a
+// retired registry, and every later clean_stale timed out "waiting for init
+// lock ... held by a live or stopped process" (it was waiting for itself).
+#ifdef SHMCOORD_FAILPOINTS
+TEST_F(CleanupTest, CleanupKilledBetweenRetireAndUnlinkDoesNotBlockTheNext) {
+  {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j"));
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(reg->release(*l));
+  }
+  auto& k = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/cleanup/registry-retired", 1, nullptr, 0);
+    (void)clean_stale(ns);
+    return 0;
+  });
+  EXPECT_EQ(wait_child(k), 128 + SIGKILL);
+  ASSERT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << "the killed cleanup left it retired";
+  auto rep = clean_stale(ns, 2000ms);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  EXPECT_TRUE(listed(rep->removed, "registry")) << rep->to_string();
+  EXPECT_TRUE(testing::shm_names_with(ns.root).empty()) << rep->to_string();
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg) << reg.error().to_string();
+  EXPECT_TRUE(reg->acquire(job("after")));
+}
+#endif
+
+// The state such a cleanup leaves, built directly: an empty registry whose
+// retired flag is set.
+TEST_F(CleanupTest, RetiredRegistryLeftBehindIsRemovedByTheNextCleanup) {
+  {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j"));
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(reg->release(*l));
+  }
+  int fd = ::shm_open(ns.shm_name("registry").c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  void* p = ::mmap(nullptr, sizeof(records::RegistryLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(p, MAP_FAILED);
+  static_cast<records::RegistryLayout*>(p)->h.retired = 1;
+  ::munmap(p, sizeof(records::RegistryLayout));
+  auto rep = clean_stale(ns, 2000ms);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  EXPECT_TRUE(testing::shm_names_with(ns.root).empty()) << rep->to_string();
+}
+
+// ---------------------------------------------------------------- versions
+// Segment::open refuses to rebuild another layout version's segment, but
+// cleanup removed it as garbage (and its jobs' prefix names with it).
+TEST_F(CleanupTest, NeverRemovesSegmentsOfAnotherLibraryVersion) {
+  auto make_versioned = [&](const std::string& suffix, std::uint64_t magic, std::size_t size) {
+    const std::string name = ns.shm_name(suffix);
+    int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+    std::uint32_t version = records::kVersion + 1;
+    ASSERT_EQ(::pwrite(fd, &magic, sizeof magic, 0), static_cast<ssize_t>(sizeof magic));
+    ASSERT_EQ(::pwrite(fd, &version, sizeof version, 8), static_cast<ssize_t>(sizeof version));
+    ::close(fd);
+  };
+  make_versioned("registry", records::kRegistryMagic, sizeof(records::RegistryLayout) + 4096);
+  make_versioned("job.barrier", records::kBarrierMagic, sizeof(records::BarrierLayout) + 64);
+  make_segment(ns.shm_name("000003_shard_states"), 64);
+  auto rep = clean_stale(ns);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  EXPECT_TRUE(listed(rep->skipped, "registry")) << rep->to_string();
+  EXPECT_TRUE(listed(rep->skipped, "job.barrier")) << rep->to_string();
+  EXPECT_TRUE(listed(rep->skipped, "000003_shard_states")) << rep->to_string();
+  EXPECT_TRUE(rep->removed.empty()) << rep->to_string();
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty());
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "job.barrier").empty());
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "000003_shard_states").empty());
+  auto reg = Registry::open(ns);
+  ASSERT_FALSE(reg);
+  EXPECT_EQ(reg.error().code, Code::kCorrupt);
+  EXPECT_NE(reg.error().message.find("layout version"), std::string::npos) << reg.error().message;
+}
+
+// A dead barrier is retired under its lock before it is unlinked, so an
+// attach that opened it just before cleanup reopens by name.
+TEST_F(CleanupTest, RemovesABarrierOnlyOnceItsParticipantsAreGone) {
+  auto& dead = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "standalone", 2);
+    report(out, b ? "in" : b.error().to_string());
+    ::raise(SIGKILL);
+    return 0;
+  });
+  ASSERT_EQ(read_line(dead), "in");
+  wait_child(dead);
+  auto rep = clean_stale(ns);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  EXPECT_TRUE(listed(rep->removed, "standalone")) << rep->to_string();
+  EXPECT_TRUE(testing::shm_names_with(ns.root).empty()) << rep->to_string();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "sys.h"
 
 namespace shmcoord {
@@ -20,7 +21,7 @@ int parse_prefix(std::string_view suffix) {
   return p;
 }
 
-std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns) {
+std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns, const std::function<bool(int)>& want) {
   std::map<int, std::vector<OwnedEntry>> out;
   auto scan = [&](const std::string& dir, bool is_lock) {
     auto names = sys::list_dir(is_lock ? "lock/dir/list" : "shm/dir/list", dir);
@@ -28,12 +29,14 @@ std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns) {
     for (const auto& n : *names) {
       if (n.rfind(ns.root, 0) != 0) continue;
       std::string_view suffix = std::string_view(n).substr(ns.root.size());
-      if (!is_lock && suffix == "init.lock") continue;
+      if (!is_lock && (suffix == "init.lock" || suffix == kLeasesSuffix)) continue;
+      const int prefix = parse_prefix(suffix);
+      if (want && !want(prefix)) continue;
       struct stat st{};
       std::string full = dir + "/" + n;
       if (::lstat(full.c_str(), &st) < 0) continue;
       OwnedEntry e{is_lock ? full : "/" + n, st.st_uid, is_lock};
-      out[parse_prefix(suffix)].push_back(std::move(e));
+      out[prefix].push_back(std::move(e));
     }
   };
   scan(kShmDir, false);

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,8 +25,10 @@ struct OwnedEntry {
 int parse_prefix(std::string_view suffix);
 
 // Every shm segment and lock file under the namespace root, grouped by prefix
-// (-1 for names that carry none). The init lock (a shm object) is not listed.
-std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns);
+// (-1 for names that carry none). The namespace's own objects, the init lock
+// and the leases file, are not listed. With `want`, only names whose prefix it
+// accepts are listed (and lstat'ed): one directory scan either way.
+std::map<int, std::vector<OwnedEntry>> list_owned(const Namespace& ns, const std::function<bool(int)>& want = {});
 
 // Removes one entry if it is ours (uid) and, for a lock file, not held by
 // anyone (flock LOCK_NB taken, then unlinked while held). Returns why it was

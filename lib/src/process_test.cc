@@ -20,7 +20,9 @@ TEST(Process, ZombieAndReapedChildrenAreDead) {
   if (c == 0) ::_exit(0);
   auto id = identity_of(c);
   ASSERT_TRUE(id);
-  ::usleep(100000);  // now a zombie
+  // Returns once the child has exited, leaving it a zombie (WNOWAIT: not reaped).
+  siginfo_t si{};
+  ASSERT_EQ(::waitid(P_PID, c, &si, WEXITED | WNOWAIT), 0);
   EXPECT_EQ(liveness(*id), Liveness::kDead);
   ::waitpid(c, nullptr, 0);
   EXPECT_EQ(liveness(*id), Liveness::kDead);
@@ -35,7 +37,9 @@ TEST(Process, StoppedProcessIsAliveButStopped) {
   auto id = identity_of(c);
   ASSERT_TRUE(id);
   ::kill(c, SIGSTOP);
-  ::usleep(50000);
+  int st = 0;
+  ASSERT_EQ(::waitpid(c, &st, WUNTRACED), c);  // returns once the child is stopped
+  ASSERT_TRUE(WIFSTOPPED(st));
   EXPECT_EQ(liveness(*id), Liveness::kStopped);
   EXPECT_TRUE(is_alive(*id));
   ::kill(c, SIGKILL);

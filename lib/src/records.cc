@@ -41,6 +41,30 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
+std::string_view utf8_prefix(std::string_view s, std::size_t max) {
+  if (s.size() <= max) return s;
+  std::size_t n = max;
+  // Back up over continuation bytes to the start of the cut sequence.
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+void copy_utf8_field(std::string_view s, char* field, std::size_t cap) {
+  std::string_view cut = utf8_prefix(s, cap - 1);
+  std::memcpy(field, cut.data(), cut.size());
+  field[cut.size()] = '\0';
+}
+
+std::uint32_t version_of(const void* p, std::size_t n, std::uint64_t magic) {
+  std::uint64_t m;
+  std::uint32_t v;
+  if (n < sizeof m + sizeof v) return 0;
+  std::memcpy(&m, p, sizeof m);
+  if (m != magic) return 0;
+  std::memcpy(&v, static_cast<const char*>(p) + sizeof m, sizeof v);
+  return v;
+}
+
 bool encode_dirs(const std::vector<LocalDir>& dirs, std::uint8_t* out, std::uint32_t* used) {
   std::size_t off = 0;
   for (const auto& d : dirs) {
@@ -102,26 +126,28 @@ const char* validate_registry_header(const void* p, std::size_t n) {
   return nullptr;
 }
 
+const char* validate_owner(const Owner& o) {
+  if (o.pid <= 0) return "owner pid not positive";
+  if (o.lease_token == 0) return "owner has no lease";
+  return nullptr;
+}
+
 const char* validate_slot(const Slot& s) {
   if (s.state == kSlotFree) return nullptr;
-  if (s.state > kSlotPoisoned) return "slot state out of range";
+  if (s.state > kSlotWithdrawn) return "slot state out of range";
   if (s.state == kSlotWriting) return nullptr;  // repaired by whoever holds the lock
   if (s.local_world_size < 1 || s.local_world_size > kMaxRanks) return "slot local world size out of range";
-  if (s.attached > s.local_world_size) return "slot attached count exceeds local world size";
   if (s.dir_bytes > kDirBlob) return "slot dir length exceeds its field";
   if (!terminated_utf8(s.job_key, kJobKeyMax) || s.job_key[0] == '\0') return "slot job key is not a NUL-terminated UTF-8 string";
   if (!terminated_utf8(s.reason, kReasonMax) && s.reason[0] != '\0') return "slot reason is not a NUL-terminated UTF-8 string";
-  std::uint32_t seen = 0;
   for (std::uint32_t r = 0; r < kMaxRanks; ++r) {
     const Holder& h = s.holders[r];
-    if (h.state > kHolderReleased) return "holder state out of range";
+    if (h.state > kHolderWithdrawn) return "holder state out of range";
     if (h.state != kHolderEmpty) {
       if (r >= s.local_world_size) return "holder beyond local world size";
-      if (h.pid <= 0) return "holder pid not positive";
-      ++seen;
+      if (const char* why = validate_owner(h.who)) return why;
     }
   }
-  if (seen > s.attached) return "more holders than attached ranks";
   std::vector<LocalDir> dirs;
   if (const char* why = decode_dirs(s.dirs, s.dir_bytes, &dirs)) return why;
   return nullptr;
@@ -138,9 +164,12 @@ const char* validate_barrier(const void* p, std::size_t n) {
   if (b->num_procs < 1 || b->num_procs > kMaxRanks) return "barrier process count out of range";
   if (b->arrived > b->num_procs) return "barrier arrivals exceed process count";
   if (b->retired > 1) return "barrier retired flag out of range";
-  for (const Participant& q : b->parts) {
+  for (std::uint32_t i = 0; i < kMaxRanks; ++i) {
+    const Participant& q = b->parts[i];
     if (q.state > kPartLeft) return "participant state out of range";
-    if (q.state != kPartEmpty && q.pid <= 0) return "participant pid not positive";
+    if (q.state == kPartEmpty) continue;
+    if (i >= b->num_procs) return "participant beyond the process count";
+    if (const char* why = validate_owner(q.who)) return why;
   }
   if (b->broken && !terminated_utf8(b->reason, kReasonMax)) return "barrier reason is not a NUL-terminated UTF-8 string";
   return nullptr;

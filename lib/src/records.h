@@ -16,7 +16,10 @@
 
 namespace shmcoord::records {
 
-inline constexpr std::uint32_t kVersion = 1;
+// Version 2: holders and participants are identified by a kernel lease
+// (lease.h) instead of pid + start time; a slot's "attached" count is derived
+// from its holders; barrier seats are fixed and woken through `seq`.
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::uint64_t kRegistryMagic = 0x31474552434d4853ULL;  // "SHMCREG1"
 inline constexpr std::uint64_t kBarrierMagic = 0x31524142434d4853ULL;   // "SHMCBAR1"
 inline constexpr int kMaxRanks = 64;
@@ -25,24 +28,47 @@ inline constexpr std::size_t kJobKeyMax = 128;
 inline constexpr std::size_t kDirBlob = 4096;
 inline constexpr std::size_t kReasonMax = 256;
 
-enum HolderState : std::uint32_t { kHolderEmpty = 0, kHolderAttached = 1, kHolderReleased = 2 };
-enum SlotState : std::uint32_t { kSlotFree = 0, kSlotWriting = 1, kSlotActive = 2, kSlotPoisoned = 3 };
+// A holder's state word is written last (release) when a rank joins, so a
+// half-written holder is invisible; kWithdrawn is a rank that gave up without
+// the registry lock (see registry.cc).
+enum HolderState : std::uint32_t { kHolderEmpty = 0, kHolderAttached = 1, kHolderReleased = 2, kHolderWithdrawn = 3 };
+// kActive: claimed, ranks joining. kJoined: every rank joined (decided by one
+// compare-and-swap from kActive). kWithdrawn: a rank gave up lock-free (also
+// one CAS from kActive), so the job fails for everyone.
+enum SlotState : std::uint32_t {
+  kSlotFree = 0,
+  kSlotWriting = 1,
+  kSlotActive = 2,
+  kSlotPoisoned = 3,
+  kSlotJoined = 4,
+  kSlotWithdrawn = 5,
+};
 enum PartState : std::uint32_t { kPartEmpty = 0, kPartAttached = 1, kPartLeft = 2 };
 
+// Who holds a registry rank or a barrier seat. Liveness is the lease: cell
+// `lease_cell` of "<root>leases" locked by its owner and holding `lease_token`.
+// pid, start time and pid namespace are for messages (and for telling a
+// stopped owner apart when it shares our pid namespace).
+struct Owner {
+  std::int32_t pid;           // in the owner's pid namespace
+  std::uint32_t lease_cell;
+  std::uint64_t lease_token;  // nonzero
+  std::uint64_t start_time;   // /proc start time, 0 if unknown
+  std::uint64_t pidns;        // inode of the owner's pid namespace, 0 if unknown
+};
+
 struct Holder {
-  std::int32_t pid;
-  std::uint32_t state;  // HolderState
-  std::uint64_t start_time;
+  Owner who;
+  std::uint32_t state;  // HolderState, written last
+  std::uint32_t pad;
 };
 
 struct Slot {
   std::uint32_t state;             // SlotState; kActive is written last
   std::uint32_t local_world_size;  // 1..kMaxRanks
-  std::uint32_t attached;          // ranks that ever attached, <= local_world_size
   std::uint32_t dir_bytes;         // used bytes of dirs
-  std::uint64_t serial;            // unique per claim: tells a reused prefix apart
   std::uint32_t poison_code;       // shmcoord::Code every rank reports once poisoned
-  std::uint32_t pad;
+  std::uint64_t serial;            // unique per claim: tells a reused prefix apart
   char job_key[kJobKeyMax];        // NUL-terminated UTF-8
   Holder holders[kMaxRanks];       // indexed by local rank
   char reason[kReasonMax];         // why the slot is poisoned
@@ -58,7 +84,8 @@ struct RegistryHeader {
   std::uint32_t epoch;    // futex word: bumped on every slot change
   std::uint32_t pad;
   std::uint64_t next_serial;
-  pthread_mutex_t mutex;  // robust, process-shared
+  std::uint64_t last_sweep_ns;  // CLOCK_MONOTONIC of the last full liveness sweep
+  pthread_mutex_t mutex;  // robust, process-shared, PTHREAD_MUTEX_NORMAL (see robust_mutex.h)
 };
 
 struct RegistryLayout {
@@ -67,11 +94,9 @@ struct RegistryLayout {
 };
 
 struct Participant {
-  std::int32_t pid;
-  std::uint32_t state;  // PartState
-  std::uint64_t start_time;
+  Owner who;
+  std::uint32_t state;        // PartState, written last
   std::uint32_t arrived_gen;  // generation + 1 of the round it last entered (0: none)
-  std::uint32_t pad;
 };
 
 struct BarrierLayout {
@@ -79,10 +104,12 @@ struct BarrierLayout {
   std::uint32_t version;
   std::uint32_t layout_size;
   std::uint32_t retired;
-  std::uint32_t num_procs;   // fixed at creation
-  std::uint32_t generation;  // futex word: round number, bumped when a round completes
+  std::uint32_t num_procs;   // fixed at creation; seats are parts[0, num_procs)
+  std::uint32_t generation;  // round number, bumped when a round completes
   std::uint32_t arrived;     // arrivals in the current round
   std::uint32_t broken;      // nonzero: every wait fails with `reason`
+  std::uint32_t seq;         // futex word: bumped on every release, break and detach
+  std::uint32_t waiters;     // participants in (or entering) a futex wait on seq
   std::uint32_t pad;
   pthread_mutex_t mutex;     // robust, process-shared
   char reason[kReasonMax];
@@ -97,15 +124,41 @@ struct LocalDir {
 
 // UTF-8 well-formedness (no overlongs, no surrogates, <= U+10FFFF), no NUL.
 bool valid_utf8(std::string_view s);
+// The longest prefix of s, at most `max` bytes, that does not cut a UTF-8
+// sequence in two (s itself is assumed well-formed).
+std::string_view utf8_prefix(std::string_view s, std::size_t max);
+// Copies s into a field of `cap` bytes, NUL-terminated, cut at a character
+// boundary: a valid string stays valid however long it was.
+void copy_utf8_field(std::string_view s, char* field, std::size_t cap);
+
+// The version of a segment that carries `magic` in its first 8 bytes and its
+// version right after, or 0 if the bytes are not such a segment (too short,
+// other magic). Lets callers tell "another library version's live segment"
+// (never ours to rebuild or remove) from garbage.
+std::uint32_t version_of(const void* p, std::size_t n, std::uint64_t magic);
 
 // Dir blob: repeated { u8 flags (bit0 has_remote), u16 little-endian length, bytes }.
 // Returns false when the dirs do not fit in kDirBlob.
 bool encode_dirs(const std::vector<LocalDir>& dirs, std::uint8_t* out, std::uint32_t* used);
 // nullptr on success, else why the blob is malformed.
 const char* decode_dirs(const std::uint8_t* blob, std::size_t n, std::vector<LocalDir>* out);
+// Calls f(path, has_remote) for each entry of a blob already validated, without
+// allocating (the registry compares dirs on every acquire).
+template <typename F>
+void for_each_dir(const std::uint8_t* blob, std::size_t n, F f) {
+  std::size_t off = 0;
+  while (off + 3 <= n) {
+    std::size_t len = blob[off + 1] | (static_cast<std::size_t>(blob[off + 2]) << 8);
+    if (len > n - off - 3) return;
+    f(std::string_view(reinterpret_cast<const char*>(blob + off + 3), len), blob[off] == 1);
+    off += 3 + len;
+  }
+}
 
 // nullptr if the header says "a fully initialised registry of this version".
 const char* validate_registry_header(const void* p, std::size_t n);
+// nullptr if an owner record can name a live process (pid and lease set).
+const char* validate_owner(const Owner& o);
 // nullptr if the slot is internally consistent (a free slot is always fine).
 const char* validate_slot(const Slot& s);
 const char* validate_barrier(const void* p, std::size_t n);

@@ -49,10 +49,50 @@ TEST(Records, SlotWithHolderBeyondWorldSizeIsRejected) {
   std::memset(&s, 0, sizeof s);
   s.state = kSlotActive;
   s.local_world_size = 1;
-  s.attached = 1;
   std::strcpy(s.job_key, "j");
-  s.holders[5] = Holder{123, kHolderAttached, 1};
+  s.holders[5] = Holder{Owner{123, 7, 99, 1, 0}, kHolderAttached, 0};
   EXPECT_STREQ(validate_slot(s), "holder beyond local world size");
+}
+
+// A record that names a pid but no lease can never be judged alive.
+TEST(Records, HolderWithoutALeaseIsRejected) {
+  static Slot s;
+  std::memset(&s, 0, sizeof s);
+  s.state = kSlotActive;
+  s.local_world_size = 2;
+  std::strcpy(s.job_key, "j");
+  s.holders[1] = Holder{Owner{123, 0, 0, 1, 0}, kHolderAttached, 0};
+  EXPECT_STREQ(validate_slot(s), "owner has no lease");
+}
+
+// set_reason cut a 255-byte reason in the middle of a character, which made
+// the poisoned slot invalid (and its reason unreadable) for every rank.
+TEST(Records, Utf8FieldIsCutAtACharacterBoundaryAtEveryAlignment) {
+  for (int pad = 0; pad < 4; ++pad) {
+    std::string s(pad, 'a');
+    while (s.size() < 600) s += "\xe2\x82\xac\xf0\x9f\x98\x80\xc3\xa9";  // 3-, 4- and 2-byte characters
+    char field[kReasonMax];
+    copy_utf8_field(s, field, sizeof field);
+    std::string_view got(field);
+    EXPECT_TRUE(valid_utf8(got)) << "pad " << pad;
+    EXPECT_LE(got.size(), kReasonMax - 1);
+    EXPECT_GE(got.size(), kReasonMax - 4) << "cuts at most one character";
+    EXPECT_EQ(s.compare(0, got.size(), got), 0);
+  }
+  char small[8];
+  copy_utf8_field("short", small, sizeof small);
+  EXPECT_STREQ(small, "short");
+}
+
+TEST(Records, VersionOfTellsAnotherVersionFromGarbage) {
+  std::uint8_t buf[16] = {};
+  std::uint64_t magic = kRegistryMagic;
+  std::uint32_t v = 7;
+  std::memcpy(buf, &magic, 8);
+  std::memcpy(buf + 8, &v, 4);
+  EXPECT_EQ(version_of(buf, sizeof buf, kRegistryMagic), 7u);
+  EXPECT_EQ(version_of(buf, sizeof buf, kBarrierMagic), 0u);
+  EXPECT_EQ(version_of(buf, 11, kRegistryMagic), 0u);
 }
 
 TEST(Records, LegacyLocalsRecordDecodes) {

@@ -1,5 +1,8 @@
 #include "shmcoord/registry.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <set>
+#include <tuple>
 
+#include "clean_parts.h"
+#include "lease.h"
 #include "names.h"
 #include "records.h"
 #include "robust_mutex.h"
@@ -19,20 +24,33 @@ namespace shmcoord {
 namespace {
 
 using records::Holder;
+using records::Owner;
 using records::RegistryLayout;
 using records::Slot;
 
 constexpr const char* kSuffix = "registry";
 constexpr auto kLivenessPoll = std::chrono::milliseconds(100);
+// acquire() judges every slot at most this often; the slots in its way (same
+// job key, a conflicting dir) are judged on every call. reap() and clean_stale
+// always judge every slot.
+constexpr auto kSweepInterval = std::chrono::milliseconds(20);
+// How long a join waiter tries for the lock it needs to fail the job for
+// everyone before it withdraws without it.
+constexpr auto kLockSlice = std::chrono::milliseconds(100);
 
 using sys::load;
 using sys::store;
+
+const SegmentPoints kRegistryPoints{"shm/registry/open",     "shm/registry/create",         "shm/registry/fstat",
+                                    "shm/registry/mmap",     "shm/registry/ftruncate",      "shm/registry/fallocate",
+                                    "shm/registry/unlink",   "crash/registry/after-create", "crash/registry/after-size"};
 
 SegmentSpec registry_spec() {
   SegmentSpec s;
   s.suffix = kSuffix;
   s.size = sizeof(RegistryLayout);
-  s.fp_area = "registry";
+  s.magic = records::kRegistryMagic;
+  s.points = kRegistryPoints;
   s.init = [](void* p) {
     auto* L = static_cast<RegistryLayout*>(p);
     // Fresh tmpfs pages are zero: only the header needs writing.
@@ -42,6 +60,7 @@ SegmentSpec registry_spec() {
     L->h.retired = 0;
     L->h.epoch = 0;
     L->h.next_serial = 1;
+    L->h.last_sweep_ns = 0;
     init_robust_mutex(&L->h.mutex);
     std::atomic_ref<std::uint64_t>(L->h.magic).store(records::kRegistryMagic, std::memory_order_release);
   };
@@ -50,7 +69,23 @@ SegmentSpec registry_spec() {
   return s;
 }
 
-ProcessId holder_id(const Holder& h) { return ProcessId{h.pid, h.start_time}; }
+bool in_use(std::uint32_t state) {
+  return state == records::kSlotActive || state == records::kSlotJoined || state == records::kSlotPoisoned ||
+         state == records::kSlotWithdrawn;
+}
+
+bool same_owner(const Owner& a, const Owner& b) {
+  return a.lease_token != 0 && a.lease_token == b.lease_token && a.lease_cell == b.lease_cell;
+}
+
+bool cas(std::uint32_t& w, std::uint32_t from, std::uint32_t to) {
+  return std::atomic_ref<std::uint32_t>(w).compare_exchange_strong(from, to, std::memory_order_acq_rel);
+}
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
 
 std::string normalise(const std::string& path) {
   std::string s = std::filesystem::path(path).lexically_normal().string();
@@ -67,12 +102,196 @@ std::vector<LocalDir> slot_dirs(const Slot& s) {
   return out;
 }
 
-void set_reason(Slot& s, Code code, const std::string& why) {
-  s.poison_code = static_cast<std::uint32_t>(code);
-  std::size_t n = std::min(why.size(), records::kReasonMax - 1);
-  std::memcpy(s.reason, why.data(), n);
-  s.reason[n] = '\0';
+// Ranks that joined: holders are published by their state word, written last.
+int joined(const Slot& s) {
+  int n = 0;
+  for (std::uint32_t r = 0; r < s.local_world_size && r < records::kMaxRanks; ++r) {
+    if (load(s.holders[r].state) != records::kHolderEmpty) ++n;
+  }
+  return n;
 }
+
+std::string rank_desc(int r, const Owner& o) { return "local rank " + std::to_string(r) + " (" + describe_owner(o) + ")"; }
+
+std::string withdrawn_reason(const Slot& s) {
+  for (std::uint32_t r = 0; r < s.local_world_size && r < records::kMaxRanks; ++r) {
+    const Holder& h = s.holders[r];
+    if (load(h.state) == records::kHolderWithdrawn) {
+      return rank_desc(static_cast<int>(r), h.who) + " of job '" + std::string(s.job_key) +
+             "' gave up before all its local ranks joined and could not take the registry lock to say why; "
+             "the job fails for every rank";
+    }
+  }
+  return "a local rank of job '" + std::string(s.job_key) + "' gave up before all its local ranks joined";
+}
+
+// The shared-memory side of the registry, for a mapped layout. Everything but
+// the join wait runs under the registry lock.
+struct Core {
+  const Namespace& ns;
+  RegistryLayout* L;
+
+  void bump() {
+    std::atomic_ref<std::uint32_t>(L->h.epoch).fetch_add(1, std::memory_order_acq_rel);
+    sys::futex_wake_all(&L->h.epoch);
+  }
+
+  // The previous owner died holding the lock: drop claims it was half-way
+  // through, and a reason it was half-way writing (the slot itself is sound).
+  void repair() {
+    for (Slot& s : L->slots) {
+      if (s.state == records::kSlotFree) continue;
+      if (s.state != records::kSlotWriting && records::validate_slot(s) != nullptr) {
+        s.reason[0] = '\0';
+      }
+      if (s.state == records::kSlotWriting || records::validate_slot(s) != nullptr) std::memset(&s, 0, sizeof s);
+    }
+    bump();
+  }
+
+  // Held while any holder that has not released is alive (by its lease).
+  static bool slot_live(LeaseProbe& probe, const Slot& s) {
+    if (!in_use(load(s.state)) || records::validate_slot(s) != nullptr) return false;
+    for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
+      const Holder& h = s.holders[r];
+      if (load(h.state) == records::kHolderAttached && probe.alive(h.who)) return true;
+    }
+    return false;
+  }
+
+  // Removes the names listed for prefixes in `victims`; `rep` (if any) hears
+  // each. Returns the prefixes where something stayed (another user's).
+  std::vector<int> remove_names(const std::map<int, std::vector<OwnedEntry>>& owned, CleanReport* rep,
+                                std::vector<std::string>* removed) {
+    std::vector<int> stuck;
+    for (const auto& [p, entries] : owned) {
+      for (const auto& e : entries) {
+        std::string why = remove_entry(e);
+        if (why.empty()) {
+          if (removed) removed->push_back(e.name);
+          if (rep) rep->removed.push_back({e.name, "prefix " + std::to_string(p) + " has no live holder"});
+          continue;
+        }
+        if (stuck.empty() || stuck.back() != p) stuck.push_back(p);
+        if (rep) (why.rfind("owned by", 0) == 0 ? rep->skipped : rep->kept).push_back({e.name, why});
+      }
+    }
+    return stuck;
+  }
+
+  // Judges every used slot; frees the dead ones after removing their names.
+  // With `all_names`, names of free prefixes go too, and names of live ones
+  // are reported as kept (reap, cleanup).
+  void sweep(LeaseProbe& probe, bool all_names, CleanReport* rep, std::vector<std::string>* removed) {
+    std::vector<bool> live(records::kSlots, false), dead(records::kSlots, false);
+    bool any_dead = false;
+    for (int p = 0; p < records::kSlots; ++p) {
+      const std::uint32_t st = load(L->slots[p].state);
+      if (st == records::kSlotFree) continue;
+      // A slot still being written under the lock we hold was abandoned.
+      live[p] = st != records::kSlotWriting && slot_live(probe, L->slots[p]);
+      dead[p] = !live[p];
+      any_dead |= dead[p];
+    }
+    if (any_dead || all_names) {
+      auto owned = list_owned(ns, [&](int p) { return p >= 0 && p < records::kSlots && (all_names || dead[p]); });
+      for (auto it = owned.begin(); it != owned.end();) {
+        if (live[it->first]) {
+          if (rep) {
+            for (const auto& e : it->second) {
+              rep->kept.push_back({e.name, "prefix " + std::to_string(it->first) + " is held by a live job"});
+            }
+          }
+          it = owned.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      remove_names(owned, rep, removed);
+    }
+    if (any_dead) {
+      failpoint::crash_window("crash/registry/sweep-after-unlink");
+      for (int p = 0; p < records::kSlots; ++p) {
+        if (dead[p]) std::memset(&L->slots[p], 0, sizeof(Slot));
+      }
+      bump();
+    }
+    L->h.last_sweep_ns = now_ns();
+  }
+
+  void maybe_sweep(LeaseProbe& probe) {
+    const std::uint64_t now = now_ns(), last = L->h.last_sweep_ns;
+    const auto interval = static_cast<std::uint64_t>(std::chrono::nanoseconds(kSweepInterval).count());
+    if (now < last || now - last >= interval) sweep(probe, false, nullptr, nullptr);
+  }
+
+  // Frees one slot that is not live, after removing its names.
+  void reap_one(int p) {
+    remove_names(list_owned(ns, [p](int q) { return q == p; }), nullptr, nullptr);
+    failpoint::crash_window("crash/registry/sweep-after-unlink");
+    std::memset(&L->slots[p], 0, sizeof(Slot));
+    bump();
+  }
+
+  std::string describe(LeaseProbe& probe, const Slot& s, int p) {
+    std::string who;
+    for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
+      const Holder& h = s.holders[r];
+      if (load(h.state) == records::kHolderAttached && probe.alive(h.who)) {
+        who = ", " + describe_owner(h.who) + (probe.is_self(h.who) ? ", this process" : "");
+        break;
+      }
+    }
+    return "job '" + std::string(s.job_key) + "' (prefix " + std::to_string(p) + who + ")";
+  }
+
+  // Fails the job for every rank: the reason is written before the state, so
+  // a rank that sees kSlotPoisoned sees it. Loses to a rank that decided the
+  // job first (joined, or withdrew without the lock).
+  Error poison(Slot& s, Code code, const std::string& why) {
+    if (load(s.state) == records::kSlotActive) {
+      s.poison_code = static_cast<std::uint32_t>(code);
+      records::copy_utf8_field(why, s.reason, records::kReasonMax);
+      failpoint::crash_window("crash/registry/poison-half-written");
+      if (cas(s.state, records::kSlotActive, records::kSlotPoisoned)) bump();
+    }
+    return outcome(s);
+  }
+
+  // The error every rank of a failed job reports.
+  static Error outcome(const Slot& s) {
+    switch (load(s.state)) {
+      case records::kSlotPoisoned:
+        return make_error(static_cast<Code>(s.poison_code), s.reason);
+      case records::kSlotWithdrawn:
+        return make_error(Code::kBroken, withdrawn_reason(s));
+      default:
+        return make_error(Code::kBroken, "job '" + std::string(s.job_key) + "' was decided by another rank first");
+    }
+  }
+
+  // Our holder of (p, serial) released; the slot freed, and its names
+  // removed, if nobody else holds it. True if we held it.
+  bool drop_holder(int p, std::uint64_t serial, int rank, const Owner& me) {
+    Slot& s = L->slots[p];
+    if (s.serial != serial || rank < 0 || rank >= records::kMaxRanks) return false;
+    Holder& h = s.holders[rank];
+    bool dropped = false;
+    if (load(h.state) == records::kHolderAttached && same_owner(h.who, me)) {
+      store(h.state, records::kHolderReleased);
+      dropped = true;
+    }
+    failpoint::crash_window("crash/registry/release-before-free");
+    LeaseProbe probe(ns);
+    if (in_use(load(s.state)) && !slot_live(probe, s)) {
+      remove_names(list_owned(ns, [p](int q) { return q == p; }), nullptr, nullptr);
+      failpoint::crash_window("crash/registry/release-after-unlink");
+      std::memset(&s, 0, sizeof s);
+    }
+    bump();
+    return dropped;
+  }
+};
 
 }  // namespace
 
@@ -89,12 +308,14 @@ struct Registry::Impl {
   Segment seg;
   RegistryLayout* L = nullptr;
 
+  Core core() { return Core{ns, L}; }
+
   // Locks the registry, reopening it when cleanup retired the one we hold.
   Result<RobustGuard> lock(Deadline d) {
     for (;;) {
       auto g = RobustGuard::lock(&L->h.mutex, d, seg.name());
       if (!g) return g;
-      if (g->owner_died()) repair();
+      if (g->owner_died()) core().repair();
       if (load(L->h.retired) == 0) return g;
       g->unlock();
       auto s = Segment::open(ns, registry_spec(), true, d);
@@ -104,100 +325,209 @@ struct Registry::Impl {
     }
   }
 
-  void bump() {
-    std::atomic_ref<std::uint32_t>(L->h.epoch).fetch_add(1, std::memory_order_acq_rel);
-    sys::futex_wake_all(&L->h.epoch);
+  // Under the lock: the slot this request joins, -1 to claim a new one, or the
+  // error every rank of the job gets. A slot whose rank is already held by
+  // this process is another of our datasets and is passed over, so two
+  // datasets in one process never share a prefix.
+  Result<int> find_job(const JobSpec& spec, const std::uint8_t* blob, std::uint32_t blob_len, const Owner& me) {
+    Core c = core();
+    LeaseProbe probe(ns);
+    c.maybe_sweep(probe);
+    const std::string rank = "local rank " + std::to_string(spec.local_rank) + " (pid " + std::to_string(me.pid) + ")";
+    for (int q = 0; q < records::kSlots; ++q) {
+      Slot& s = L->slots[q];
+      const std::uint32_t st = load(s.state);
+      if (!in_use(st) || std::strncmp(s.job_key, spec.job_key.c_str(), records::kJobKeyMax) != 0) continue;
+      if (!Core::slot_live(probe, s)) {  // a dead run of this job: gone before we look
+        c.reap_one(q);
+        continue;
+      }
+      Holder& h = s.holders[spec.local_rank];
+      const std::uint32_t hs = load(h.state);
+      const bool mine = hs != records::kHolderEmpty && same_owner(h.who, me);
+      const bool same_dirs = s.dir_bytes == blob_len && std::memcmp(s.dirs, blob, blob_len) == 0;
+      const bool same_size = static_cast<int>(s.local_world_size) == spec.local_world_size;
+      if (mine) {
+        // Held now: another of this process's datasets. Released: this one again.
+        if (hs != records::kHolderAttached && same_dirs && same_size &&
+            (st == records::kSlotActive || st == records::kSlotJoined)) {
+          return q;
+        }
+        continue;
+      }
+      if (st == records::kSlotPoisoned || st == records::kSlotWithdrawn) return std::unexpected(Core::outcome(s));
+      const bool joining = st == records::kSlotActive;
+      auto refuse = [&](Code code, std::string why) -> Result<int> {
+        // Ranks still joining get the same error; a running job is left alone.
+        if (joining) return std::unexpected(c.poison(s, code, why));
+        return fail(code, why + " (job '" + spec.job_key + "' already runs at prefix " + std::to_string(q) +
+                              "; it is left untouched)");
+      };
+      if (!same_size) {
+        return refuse(Code::kMismatch, "ranks disagree on local world size: " + rank + " says " +
+                                           std::to_string(spec.local_world_size) + ", job '" + spec.job_key +
+                                           "' registered " + std::to_string(s.local_world_size));
+      }
+      if (!same_dirs) {
+        return refuse(Code::kMismatch, "ranks disagree on local dirs: " + rank + " differs from what job '" +
+                                           spec.job_key + "' registered");
+      }
+      if (hs == records::kHolderAttached && probe.alive(h.who)) {
+        return refuse(Code::kMismatch, "two processes claim local rank " + std::to_string(spec.local_rank) +
+                                           " of job '" + spec.job_key + "': " + describe_owner(h.who) +
+                                           " and pid " + std::to_string(me.pid));
+      }
+      return q;  // joins, or takes the place of a rank that died or left
+    }
+    return -1;
   }
 
-  // The previous owner died holding the lock: drop claims it was half-way through.
-  void repair() {
-    for (Slot& s : L->slots) {
-      if (s.state == records::kSlotWriting || records::validate_slot(s) != nullptr) std::memset(&s, 0, sizeof s);
+  // Under the lock: a new claim for the lowest free prefix, after checking
+  // that no live job uses one of our dirs exclusively and removing whatever a
+  // previous user of that prefix left.
+  Result<std::pair<int, std::uint64_t>> claim(const JobSpec& spec, const std::uint8_t* blob,
+                                               std::uint32_t blob_len, const Owner& me) {
+    Core c = core();
+    {
+      LeaseProbe probe(ns);
+      for (int q = 0; q < records::kSlots; ++q) {
+        const Slot& s = L->slots[q];
+        if (!in_use(load(s.state))) continue;
+        std::string clash;
+        records::for_each_dir(s.dirs, std::min<std::size_t>(s.dir_bytes, records::kDirBlob),
+                              [&](std::string_view theirs, bool remote) {
+                                for (const auto& mine : spec.dirs) {
+                                  if (clash.empty() && theirs == mine.path && (remote || mine.has_remote)) clash = mine.path;
+                                }
+                              });
+        if (clash.empty()) continue;
+        if (!Core::slot_live(probe, s)) {
+          c.reap_one(q);
+          continue;
+        }
+        return fail(Code::kInUse, "Reused local directory: '" + clash + "' is in use by live " + c.describe(probe, s, q) +
+                                      "; a local dir with a remote cannot be shared");
+      }
     }
-    bump();
+    auto leftovers = list_owned(ns, [&](int q) {
+      return q >= 0 && q < records::kSlots && load(L->slots[q].state) == records::kSlotFree;
+    });
+    int p = -1;
+    for (int q = 0; q < records::kSlots && p < 0; ++q) {
+      if (load(L->slots[q].state) != records::kSlotFree) continue;
+      auto it = leftovers.find(q);
+      if (it != leftovers.end()) {
+        std::map<int, std::vector<OwnedEntry>> one{{q, it->second}};
+        if (!c.remove_names(one, nullptr, nullptr).empty()) continue;  // another user's names stay: skip it
+      }
+      p = q;
+    }
+    if (p < 0) {
+      return fail(Code::kExhausted, "no free prefix: all " + std::to_string(records::kSlots) +
+                                        " are held by live jobs or blocked by another user's segments");
+    }
+    Slot& s = L->slots[p];
+    std::memset(&s, 0, sizeof s);
+    store(s.state, records::kSlotWriting);
+    s.local_world_size = static_cast<std::uint32_t>(spec.local_world_size);
+    const std::uint64_t serial = L->h.next_serial++;
+    s.serial = serial;
+    std::memcpy(s.job_key, spec.job_key.data(), spec.job_key.size());
+    std::memcpy(s.dirs, blob, blob_len);
+    s.dir_bytes = blob_len;
+    s.holders[spec.local_rank].who = me;
+    s.holders[spec.local_rank].state = records::kHolderAttached;
+    failpoint::crash_window("crash/registry/claim-half-written");
+    store(s.state, records::kSlotActive);
+    return std::pair{p, serial};
   }
 
-  static bool slot_live(const Slot& s) {
-    if (s.state != records::kSlotActive && s.state != records::kSlotPoisoned) return false;
-    if (records::validate_slot(s) != nullptr) return false;
-    bool any_alive = false, attached_alive = false;
-    for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
-      const Holder& h = s.holders[r];
-      if (h.state == records::kHolderEmpty) continue;
-      if (!is_alive(holder_id(h))) continue;
-      any_alive = true;
-      if (h.state == records::kHolderAttached) attached_alive = true;
-    }
-    if (attached_alive) return true;
-    // A rank that finished early keeps the prefix for ranks still to come.
-    return s.state == records::kSlotActive && s.attached < s.local_world_size && any_alive;
-  }
-
-  // Frees dead slots and removes their leftovers; with `want` >= 0 also
-  // clears prefix `want` for a claim. Returns the names removed.
-  std::vector<std::string> sweep(std::set<int>* foreign = nullptr) {
-    std::vector<std::string> removed;
-    bool any_dead = false;
-    std::vector<int> dead;
-    for (int p = 0; p < records::kSlots; ++p) {
-      const Slot& s = L->slots[p];
-      if (s.state != records::kSlotFree && !slot_live(s)) dead.push_back(p);
-    }
-    any_dead = !dead.empty();
-    auto owned = list_owned(ns);
-    for (auto& [p, entries] : owned) {
-      if (p < 0 || p >= records::kSlots) continue;
-      const Slot& s = L->slots[p];
-      bool stale = s.state == records::kSlotFree || std::find(dead.begin(), dead.end(), p) != dead.end();
-      if (!stale) continue;
-      for (const auto& e : entries) {
-        std::string why = remove_entry(e);
-        if (why.empty()) {
-          removed.push_back(e.name);
-        } else if (foreign) {
-          foreign->insert(p);
+  // Waits until every local rank joined, or the job failed, without the lock:
+  // the decision is one compare-and-swap on the slot's state (kActive to
+  // kJoined by whoever sees everyone joined, to kPoisoned under the lock with
+  // a reason, or to kWithdrawn by a rank that cannot get the lock), so every
+  // rank sees the same outcome. The lock is taken only to fail the job.
+  Status join_wait(int p, std::uint64_t serial, const JobSpec& spec, Deadline d, const Owner& me) {
+    Slot& s = L->slots[p];
+    Holder& mine = s.holders[spec.local_rank];
+    // A failed job: our holder goes, under the lock if we can get it (which
+    // also frees the slot once nobody holds it), else lock-free: the entry is
+    // ours, and the slot cannot be reused while we are attached and alive.
+    auto leave = [&](Error e) -> Status {
+      if (auto g = lock(Deadline::after(kLockSlice))) {
+        core().drop_holder(p, serial, spec.local_rank, me);
+      } else if (load(s.state) != records::kSlotFree && s.serial == serial) {
+        store(mine.state, records::kHolderReleased);
+        core().bump();
+      }
+      return std::unexpected(std::move(e));
+    };
+    for (;;) {
+      const std::uint32_t seen = load(L->h.epoch);
+      const std::uint32_t st = load(s.state);
+      if (s.serial != serial || !in_use(st)) {
+        return fail(Code::kBroken, "prefix " + std::to_string(p) + " of job '" + spec.job_key +
+                                       "' was reclaimed while waiting");
+      }
+      if (st == records::kSlotJoined) return {};
+      if (st == records::kSlotPoisoned || st == records::kSlotWithdrawn) return leave(Core::outcome(s));
+      if (joined(s) == spec.local_world_size) {
+        if (cas(s.state, records::kSlotActive, records::kSlotJoined)) core().bump();
+        continue;
+      }
+      // Incomplete: a dead rank, or our deadline, fails the job for everyone.
+      Code code = Code::kOk;
+      std::string why;
+      {
+        LeaseProbe probe(ns);
+        for (std::uint32_t r = 0; r < s.local_world_size && why.empty(); ++r) {
+          const Holder& h = s.holders[r];
+          if (load(h.state) == records::kHolderAttached && !probe.alive(h.who)) {
+            code = Code::kBroken;
+            why = rank_desc(static_cast<int>(r), h.who) + " of job '" + spec.job_key + "' died before all " +
+                  std::to_string(s.local_world_size) + " local ranks joined";
+          }
         }
       }
-    }
-    for (int p : dead) std::memset(&L->slots[p], 0, sizeof(Slot));
-    if (any_dead) bump();
-    return removed;
-  }
-
-  std::string describe(const Slot& s, int p) {
-    std::string who;
-    for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
-      const Holder& h = s.holders[r];
-      if (h.state == records::kHolderAttached && is_alive(holder_id(h))) {
-        who = ", pid " + std::to_string(h.pid);
-        break;
+      if (why.empty() && d.passed()) {
+        std::string missing;
+        for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
+          if (load(s.holders[r].state) == records::kHolderEmpty) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+        }
+        code = Code::kTimeout;
+        why = "timed out after " + std::to_string(spec.timeout.count()) + " ms: local ranks [" + missing +
+              "] of job '" + spec.job_key + "' never joined";
       }
+      if (!why.empty()) {
+        auto g = lock(Deadline::after(kLockSlice));
+        if (g) {
+          // The last rank may have joined since we looked: then it is not a failure.
+          if (load(s.state) == records::kSlotActive && joined(s) < spec.local_world_size) core().poison(s, code, why);
+          const std::uint32_t now = load(s.state);
+          if (now == records::kSlotPoisoned || now == records::kSlotWithdrawn) {
+            Error e = Core::outcome(s);
+            core().drop_holder(p, serial, spec.local_rank, me);
+            return std::unexpected(std::move(e));
+          }
+          continue;
+        }
+        if (d.passed()) {
+          // Without the lock no reason can be written, but the job must still
+          // fail for every rank, not just for us.
+          if (cas(s.state, records::kSlotActive, records::kSlotWithdrawn)) {
+            failpoint::crash_window("crash/registry/withdrawn");
+            store(mine.state, records::kHolderWithdrawn);
+            core().bump();
+            return fail(code, why + "; the registry lock could not be taken (" + g.error().message +
+                                  "), so this rank withdrew and the job fails for every rank");
+          }
+          continue;  // decided meanwhile: see how
+        }
+      }
+      failpoint::crash_window("crash/registry/wait-before-sleep");
+      auto slice = d.passed() ? std::chrono::nanoseconds(kLockSlice) : std::min<std::chrono::nanoseconds>(kLivenessPoll, d.left());
+      sys::futex_wait_for(&L->h.epoch, seen, slice);
     }
-    return "job '" + std::string(s.job_key) + "' (prefix " + std::to_string(p) + who + ")";
-  }
-
-  Error poison(Slot& s, Code code, const std::string& why) {
-    if (s.state != records::kSlotPoisoned) {
-      set_reason(s, code, why);
-      store(s.state, records::kSlotPoisoned);
-      bump();
-    }
-    return make_error(static_cast<Code>(s.poison_code), s.reason);
-  }
-
-  void drop_holder(int p, std::uint64_t serial, int rank) {
-    Slot& s = L->slots[p];
-    if (s.serial != serial || rank < 0 || rank >= records::kMaxRanks) return;
-    Holder& h = s.holders[rank];
-    if (h.state == records::kHolderAttached && holder_id(h) == self_identity()) {
-      h.state = records::kHolderReleased;
-    }
-    failpoint::crash_window("crash/registry/release-before-free");
-    if (!slot_live(s)) {
-      std::memset(&s, 0, sizeof s);
-      sweep();
-    }
-    bump();
   }
 };
 
@@ -253,162 +583,155 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
 
   Impl& I = *impl_;
   const Deadline d = Deadline::after(spec.timeout);
-  const ProcessId me = self_identity();
+  // Held from before our holder is written until it is released: our liveness.
+  auto lease = LeaseRef::take(I.ns);
+  if (!lease) return std::unexpected(lease.error());
+  const Owner me = lease->owner();
   int p = -1;
   std::uint64_t serial = 0;
   {
     auto g = I.lock(d);
     if (!g) return std::unexpected(g.error());
-    std::set<int> foreign;
-    I.sweep(&foreign);
-    for (int q = 0; q < records::kSlots; ++q) {
-      Slot& s = I.L->slots[q];
-      if ((s.state == records::kSlotActive || s.state == records::kSlotPoisoned) &&
-          std::strncmp(s.job_key, spec.job_key.c_str(), records::kJobKeyMax) == 0) {
-        p = q;
-        break;
-      }
-    }
-    if (p >= 0) {
+    failpoint::crash_window("crash/registry/acquire-locked");
+    auto found = I.find_job(spec, blob, blob_len, me);
+    if (!found) return std::unexpected(found.error());
+    if (*found >= 0) {
+      p = *found;
       Slot& s = I.L->slots[p];
-      if (s.state == records::kSlotPoisoned) return std::unexpected(make_error(static_cast<Code>(s.poison_code), s.reason));
-      std::string rank = "local rank " + std::to_string(spec.local_rank) + " (pid " + std::to_string(me.pid) + ")";
-      if (static_cast<int>(s.local_world_size) != spec.local_world_size) {
-        return std::unexpected(I.poison(s, Code::kMismatch,
-            "ranks disagree on local world size: " + rank + " says " + std::to_string(spec.local_world_size) +
-            ", job '" + spec.job_key + "' registered " + std::to_string(s.local_world_size)));
-      }
-      if (slot_dirs(s) != spec.dirs) {
-        return std::unexpected(I.poison(s, Code::kMismatch,
-            "ranks disagree on local dirs: " + rank + " differs from what job '" + spec.job_key + "' registered"));
-      }
       Holder& h = s.holders[spec.local_rank];
-      if (h.state != records::kHolderEmpty && holder_id(h) != me && is_alive(holder_id(h))) {
-        return std::unexpected(I.poison(s, Code::kMismatch,
-            "two processes claim local rank " + std::to_string(spec.local_rank) + " of job '" + spec.job_key +
-            "': pid " + std::to_string(h.pid) + " and pid " + std::to_string(me.pid)));
-      }
-      if (h.state == records::kHolderEmpty) ++s.attached;
-      h = Holder{me.pid, records::kHolderAttached, me.start_time};
+      h.who = me;
+      failpoint::crash_window("crash/registry/join-half-written");
+      store(h.state, records::kHolderAttached);
       serial = s.serial;
     } else {
-      for (int q = 0; q < records::kSlots; ++q) {
-        const Slot& s = I.L->slots[q];
-        if (s.state != records::kSlotActive && s.state != records::kSlotPoisoned) continue;
-        for (const auto& theirs : slot_dirs(s)) {
-          for (const auto& mine : spec.dirs) {
-            if (theirs.path == mine.path && (theirs.has_remote || mine.has_remote)) {
-              return fail(Code::kInUse, "Reused local directory: '" + mine.path + "' is in use by live " +
-                                            I.describe(s, q) + "; a local dir with a remote cannot be shared");
-            }
-          }
-        }
-      }
-      for (int q = 0; q < records::kSlots; ++q) {
-        if (I.L->slots[q].state == records::kSlotFree && !foreign.contains(q)) {
-          p = q;
-          break;
-        }
-      }
-      if (p < 0) return fail(Code::kExhausted, "no free prefix: all " + std::to_string(records::kSlots) + " are held by live jobs or blocked by another user's segments");
-      Slot& s = I.L->slots[p];
-      std::memset(&s, 0, sizeof s);
-      store(s.state, records::kSlotWriting);
-      s.local_world_size = static_cast<std::uint32_t>(spec.local_world_size);
-      s.attached = 1;
-      s.serial = serial = I.L->h.next_serial++;
-      std::memcpy(s.job_key, spec.job_key.data(), spec.job_key.size());
-      std::memcpy(s.dirs, blob, blob_len);
-      s.dir_bytes = blob_len;
-      s.holders[spec.local_rank] = Holder{me.pid, records::kHolderAttached, me.start_time};
-      failpoint::crash_window("crash/registry/claim-half-written");
-      store(s.state, records::kSlotActive);
+      auto claimed = I.claim(spec, blob, blob_len, me);
+      if (!claimed) return std::unexpected(claimed.error());
+      std::tie(p, serial) = *claimed;
     }
-    I.bump();
+    I.core().bump();
   }
   failpoint::crash_window("crash/registry/after-claim");
-
-  // Wait until every local rank has joined (or the job is poisoned). On any
-  // failure our holder entry is released, so the poisoned slot frees itself
-  // once every rank has seen the error.
-  for (;;) {
-    std::uint32_t seen = load(I.L->h.epoch);
-    {
-      auto g = I.lock(d);
-      if (!g) return std::unexpected(g.error());
-      Slot& s = I.L->slots[p];
-      auto give_up = [&](Error e) -> Result<Lease> {
-        I.drop_holder(p, serial, spec.local_rank);
-        return std::unexpected(std::move(e));
-      };
-      if (s.serial != serial) {
-        return give_up(make_error(Code::kBroken, "prefix " + std::to_string(p) + " of job '" + spec.job_key +
-                                                     "' was reclaimed while waiting"));
-      }
-      if (s.state == records::kSlotPoisoned) return give_up(make_error(static_cast<Code>(s.poison_code), s.reason));
-      if (static_cast<int>(s.attached) == spec.local_world_size) break;
-      for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
-        const Holder& h = s.holders[r];
-        if (h.state == records::kHolderAttached && !is_alive(holder_id(h))) {
-          return give_up(I.poison(s, Code::kBroken, "local rank " + std::to_string(r) + " (pid " + std::to_string(h.pid) +
-                                                         ") of job '" + spec.job_key + "' died before all " +
-                                                         std::to_string(s.local_world_size) + " local ranks joined"));
-        }
-      }
-      if (d.passed()) {
-        std::string missing;
-        for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
-          if (s.holders[r].state == records::kHolderEmpty) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-        }
-        return give_up(I.poison(s, Code::kTimeout, "timed out after " + std::to_string(spec.timeout.count()) +
-                                                       " ms: local ranks [" + missing + "] of job '" + spec.job_key +
-                                                       "' never joined"));
-      }
-    }
-    sys::futex_wait_for(&I.L->h.epoch, seen, std::min<std::chrono::nanoseconds>(kLivenessPoll, d.left()));
-  }
+  if (auto w = I.join_wait(p, serial, spec, d, me); !w) return std::unexpected(w.error());
   failpoint::crash_window("crash/registry/joined");
+  lease->keep();  // released by release()
   return Lease{p, serial, spec.local_rank};
 }
 
 Status Registry::release(const Lease& lease) {
   if (lease.prefix < 0 || lease.prefix >= records::kSlots) return fail(Code::kInvalidArgument, "lease has no prefix");
-  auto g = impl_->lock(Deadline::after(std::chrono::milliseconds(10000)));
-  if (!g) return std::unexpected(g.error());
-  impl_->drop_holder(lease.prefix, lease.serial, lease.local_rank);
+  const Owner me = LeaseRef::current(impl_->ns.root);
+  if (me.lease_token == 0) return {};  // we hold nothing here: released already
+  bool dropped = false;
+  {
+    auto g = impl_->lock(Deadline::after(std::chrono::milliseconds(10000)));
+    if (!g) return std::unexpected(g.error());
+    dropped = impl_->core().drop_holder(lease.prefix, lease.serial, lease.local_rank, me);
+  }
+  if (dropped) LeaseRef::drop(impl_->ns.root);
   return {};
 }
 
 Result<std::vector<std::string>> Registry::reap(std::chrono::milliseconds timeout) {
   auto g = impl_->lock(Deadline::after(timeout));
   if (!g) return std::unexpected(g.error());
-  return impl_->sweep();
+  std::vector<std::string> removed;
+  LeaseProbe probe(impl_->ns);
+  impl_->core().sweep(probe, true, nullptr, &removed);
+  return removed;
 }
 
 Result<std::vector<SlotInfo>> Registry::snapshot(std::chrono::milliseconds timeout) {
   auto g = impl_->lock(Deadline::after(timeout));
   if (!g) return std::unexpected(g.error());
+  LeaseProbe probe(impl_->ns);
   std::vector<SlotInfo> out;
   for (int p = 0; p < records::kSlots; ++p) {
     const Slot& s = impl_->L->slots[p];
-    if (s.state != records::kSlotActive && s.state != records::kSlotPoisoned) continue;
-    if (records::validate_slot(s) != nullptr) continue;
+    const std::uint32_t st = load(s.state);
+    if (!in_use(st) || records::validate_slot(s) != nullptr) continue;
     SlotInfo i;
     i.prefix = p;
     i.job_key = s.job_key;
     i.serial = s.serial;
     i.local_world_size = static_cast<int>(s.local_world_size);
-    i.attached = static_cast<int>(s.attached);
-    i.poisoned = s.state == records::kSlotPoisoned;
-    i.reason = i.poisoned ? s.reason : "";
+    i.attached = joined(s);
+    i.poisoned = st == records::kSlotPoisoned || st == records::kSlotWithdrawn;
+    i.reason = i.poisoned ? Core::outcome(s).message : "";
     i.dirs = slot_dirs(s);
     for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
-      if (s.holders[r].state == records::kHolderAttached) i.holders.push_back(holder_id(s.holders[r]));
+      const Holder& h = s.holders[r];
+      if (load(h.state) == records::kHolderAttached) i.holders.push_back(ProcessId{h.who.pid, h.who.start_time});
     }
-    i.live = Impl::slot_live(s);
+    i.live = Core::slot_live(probe, s);
     out.push_back(std::move(i));
   }
   return out;
+}
+
+Result<RegistryVerdict> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep) {
+  const std::string name = ns.shm_name(kSuffix);
+  const std::string path = std::string(kShmDir) + name;
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) < 0) return RegistryVerdict::kAbsent;
+  if (st.st_uid != ::geteuid()) {
+    rep.skipped.push_back({name, "owned by uid " + std::to_string(st.st_uid)});
+    return RegistryVerdict::kAbsent;  // none of ours: our processes could not have used it
+  }
+  // Classify what is there without any lock: we hold the init lock, so nobody
+  // creates or rebuilds a registry meanwhile.
+  bool valid = false, retired = false;
+  std::uint32_t version = 0;
+  if (int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0); fd >= 0) {
+    struct stat fst{};
+    if (::fstat(fd, &fst) == 0 && fst.st_size >= 16) {
+      const auto n = static_cast<std::size_t>(fst.st_size);
+      void* p = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        version = records::version_of(p, n, records::kRegistryMagic);
+        valid = records::validate_registry_header(p, n) == nullptr;
+        retired = valid && load(static_cast<const RegistryLayout*>(p)->h.retired) != 0;
+        ::munmap(p, n);
+      }
+    }
+    ::close(fd);
+  }
+  if (version != 0 && version != records::kVersion) {
+    rep.skipped.push_back({name, "a registry of shmcoord layout version " + std::to_string(version) +
+                                     " (this library is version " + std::to_string(records::kVersion) + ")"});
+    return RegistryVerdict::kOtherVersion;
+  }
+  if (!valid || retired) {
+    if (::shm_unlink(name.c_str()) == 0) {
+      rep.removed.push_back({name, retired ? "registry retired by a cleanup that was interrupted before unlinking it"
+                                           : "registry is zero-length, truncated or garbage"});
+    }
+    return RegistryVerdict::kAbsent;
+  }
+  auto seg = Segment::open(ns, registry_spec(), false, d, &held);
+  if (!seg) return std::unexpected(seg.error());
+  auto* L = static_cast<RegistryLayout*>(seg->data());
+  Core c{ns, L};
+  auto g = RobustGuard::lock(&L->h.mutex, d, seg->name());
+  if (!g) return std::unexpected(g.error());
+  if (g->owner_died()) c.repair();
+  failpoint::crash_window("crash/cleanup/registry-locked");
+  {
+    LeaseProbe probe(ns);
+    c.sweep(probe, true, &rep, nullptr);
+  }
+  failpoint::crash_window("crash/cleanup/after-sweep");
+  int used = 0;
+  for (const Slot& s : L->slots) used += load(s.state) != records::kSlotFree;
+  if (used > 0) {
+    rep.kept.push_back({name, std::to_string(used) + " live prefixes"});
+    return RegistryVerdict::kLive;
+  }
+  // Retired first, under the lock: a process that still maps it reopens by
+  // name (and, needing the init lock to create a new one, waits for us).
+  store(L->h.retired, 1);
+  failpoint::crash_window("crash/cleanup/registry-retired");
+  if (shm_inode(name) == seg->inode() && ::shm_unlink(name.c_str()) == 0) rep.removed.push_back({name, "registry is empty"});
+  return RegistryVerdict::kAbsent;
 }
 
 }  // namespace shmcoord

@@ -8,7 +8,9 @@
 #include <set>
 
 #include "names.h"
+#include "records.h"
 #include "shmcoord/cleanup.h"
+#include "shmcoord/failpoint.h"
 #include "shmcoord/tracker.h"
 #include "sys.h"
 #include "test_util.h"
@@ -42,7 +44,9 @@ int open_fds() {
 void make_segment(const std::string& name, std::size_t size) {
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
   ASSERT_GE(fd, 0) << name;
-  if (size) ASSERT_EQ(::ftruncate(fd, size), 0);
+  if (size) {
+    ASSERT_EQ(::ftruncate(fd, size), 0);
+  }
   ::close(fd);
 }
 
@@ -240,20 +244,25 @@ TEST_F(RegistryTest, ZeroLengthPrefixSegmentsDoNotBlockAcquire) {
 }
 
 // The original kept every attach's fds: 50 stale prefixes cost ~900 fds.
+// One fd (the process's lease) while anything is held, whatever the number of
+// prefixes, and none once everything is released.
 TEST_F(RegistryTest, OpenFdsStayConstantWhateverTheNumberOfPrefixes) {
-  auto reg = Registry::open(ns);
-  std::vector<Lease> held;
   for (int i = 0; i < 100; ++i) {
     make_segment(ns.shm_name(Namespace::prefix_suffix(200 + i % 50, "stale" + std::to_string(i))), 0);
   }
-  int before = open_fds();
+  const int before = open_fds();
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(open_fds(), before) << "a registry handle keeps no fd";
+  std::vector<Lease> held;
   for (int i = 0; i < 100; ++i) {
     auto l = reg->acquire(job("j" + std::to_string(i), 0, 1, {{"/d" + std::to_string(i), true}}));
     ASSERT_TRUE(l) << l.error().to_string();
     held.push_back(*l);
+    ASSERT_EQ(open_fds(), before + 1) << "after " << i + 1 << " prefixes";
   }
-  EXPECT_EQ(open_fds(), before);
   for (auto& l : held) ASSERT_TRUE(reg->release(l));
+  EXPECT_EQ(open_fds(), before) << "the lease goes with the last holding";
 }
 
 TEST_F(RegistryTest, RankThatDiesBeforeOthersJoinFailsTheWholeJobCleanly) {
@@ -369,16 +378,24 @@ TEST_F(RegistryTest, TrackerOfAKilledRankKeepsSegmentsWhileTheJobLivesThenFreesT
       auto reg = Registry::open(ns);
       auto l = reg->acquire(job("j", r, 2));
       if (l && r == 0) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+      report(out, std::to_string(tracker->pid()));
       report(out, l ? "held" : l.error().to_string());
       hold.wait_go();
       return 0;
     }));
   }
+  const pid_t tracker0 = std::stoi(read_line(*kids[0]));
   ASSERT_EQ(read_line(*kids[0]), "held");
+  ASSERT_GT(std::stoi(read_line(*kids[1])), 0);
   ASSERT_EQ(read_line(*kids[1]), "held");
   const std::string seg = ns.root + "000000_shard_states";
+  auto tracker_id = identity_of(tracker0);
+  ASSERT_TRUE(tracker_id) << tracker_id.error().to_string();
   kill_child(*kids[0]);
-  ::usleep(300000);  // the tracker reaps within milliseconds
+  // The tracker exits right after its reap: once it is gone (or a zombie), its
+  // reap is over, and whatever it was going to remove is removed.
+  for (int i = 0; i < 1000 && is_alive(*tracker_id); ++i) ::usleep(10000);
+  ASSERT_FALSE(is_alive(*tracker_id)) << "rank 0's tracker never finished its reap";
   EXPECT_FALSE(shm_names_with(seg).empty()) << "rank 1 still uses the job's segment";
   kill_child(*kids[1]);
   for (int i = 0; i < 100 && !shm_names_with(seg).empty(); ++i) ::usleep(20000);
@@ -445,6 +462,251 @@ TEST_F(RegistryTest, ALiveJobAboveAGapIsStillSeenByTheConflictCheck) {
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error().code, Code::kInUse);
   EXPECT_NE(d.error().message.find("prefix 2"), std::string::npos) << d.error().message;
+}
+
+// ---------------------------------------------------------------- two datasets
+// default_job_key() is per launcher, so a train and a val dataset in one
+// process share a key. The second acquire used to join the first's slot: with
+// other dirs it poisoned it ("ranks disagree"), with equal dirs it returned the
+// same prefix, and releasing one freed it under the other.
+TEST_F(RegistryTest, TwoDatasetsWithDifferentDirsInOneProcessGetTheirOwnPrefixes) {
+  testing::ShmTest::Gate hold;
+  std::vector<testing::ChildProc*> kids;
+  for (int r = 0; r < 2; ++r) {
+    kids.push_back(&fork_child([&, r](int out) {
+      auto reg = Registry::open(ns);
+      auto train = reg->acquire(job("launcher", r, 2, {{"/data/train", true}}));
+      auto val = train ? reg->acquire(job("launcher", r, 2, {{"/data/val", true}})) : train;
+      if (!train || !val) {
+        report(out, (train ? val : train).error().to_string());
+        return 1;
+      }
+      report(out, std::to_string(train->prefix) + " " + std::to_string(val->prefix));
+      hold.wait_go();
+      return reg->release(*val) && reg->release(*train) ? 0 : 1;
+    }));
+  }
+  EXPECT_EQ(read_line(*kids[0]), "0 1");
+  EXPECT_EQ(read_line(*kids[1]), "0 1");
+  auto reg = Registry::open(ns);
+  auto snap = reg->snapshot();
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->size(), 2u);
+  for (const auto& i : *snap) EXPECT_FALSE(i.poisoned) << i.reason;
+  hold.open_all();
+  for (auto* k : kids) EXPECT_EQ(wait_child(*k), 0);
+}
+
+TEST_F(RegistryTest, ReleasingOneOfTwoDatasetsWithEqualDirsKeepsTheOther) {
+  auto reg = Registry::open(ns);
+  auto a = reg->acquire(job("launcher", 0, 1, {{"/data/local", false}}));
+  auto b = reg->acquire(job("launcher", 0, 1, {{"/data/local", false}}));
+  ASSERT_TRUE(a && b);
+  ASSERT_NE(a->prefix, b->prefix) << "two datasets never share a prefix";
+  const std::string seg = ns.shm_name(Namespace::prefix_suffix(a->prefix, "shard_states"));
+  make_segment(seg, 64);
+  ASSERT_TRUE(reg->release(*b));
+  EXPECT_FALSE(shm_names_with(seg.substr(1)).empty()) << "releasing the second dataset freed the first's prefix";
+  auto snap = reg->snapshot();
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->size(), 1u);
+  EXPECT_EQ((*snap)[0].prefix, a->prefix);
+  EXPECT_TRUE((*snap)[0].live);
+  ASSERT_TRUE(reg->release(*a));
+  EXPECT_TRUE(shm_names_with(seg.substr(1)).empty());
+}
+
+TEST_F(RegistryTest, SecondDatasetOverTheSameRemoteDirIsRefusedNamingThisProcess) {
+  auto reg = Registry::open(ns);
+  auto a = reg->acquire(job("launcher", 0, 1, {{"/data/ds", true}}));
+  ASSERT_TRUE(a);
+  auto b = reg->acquire(job("launcher", 0, 1, {{"/data/ds", true}}));
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().code, Code::kInUse);
+  EXPECT_NE(b.error().message.find("Reused local directory: '/data/ds'"), std::string::npos) << b.error().message;
+  EXPECT_NE(b.error().message.find("this process"), std::string::npos) << b.error().message;
+  auto snap = reg->snapshot();
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->size(), 1u);
+  EXPECT_FALSE((*snap)[0].poisoned) << "the first dataset is untouched";
+}
+
+// ---------------------------------------------------------------- pid namespaces
+// Liveness was pid + start time read from this /proc, so a job in another pid
+// namespace sharing /dev/shm (containers with --ipc=host) was judged dead: its
+// dir with a remote was granted to another job and cleanup removed its segment,
+// the registry and the init lock.
+TEST_F(RegistryTest, JobInAnotherPidNamespaceIsAliveForAcquireAndCleanup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
+  testing::ShmTest::Gate hold;
+  auto& a = fork_in_pid_namespace([&](int out) {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("a", 0, 1, {{"/data/x", true}}));
+    if (l) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+    report(out, l ? "held " + std::to_string(::getpid()) : l.error().to_string());
+    hold.wait_go();
+    return 0;
+  });
+  std::string got = read_line(a);
+  if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
+  ASSERT_EQ(got, "held 2");
+  auto& b = fork_in_pid_namespace([&](int out) {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("b", 0, 1, {{"/data/x", true}}));
+    report(out, l ? "granted " + std::to_string(l->prefix) : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    auto rep = clean_stale(ns);
+    bool kept = rep && !shm_names_with(ns.root + "000000_shard_states").empty() &&
+                !shm_names_with(ns.root + "registry").empty() && !shm_names_with(ns.root + "init.lock").empty();
+    report(out, kept ? "kept" : rep ? "removed:\n" + rep->to_string() : rep.error().to_string());
+    report(out, std::to_string(::getpid()));
+    return 0;
+  });
+  std::string r = read_line(b);
+  EXPECT_EQ(r.rfind("in-use: ", 0), 0u) << r;
+  EXPECT_NE(r.find("pid 2 in another pid namespace"), std::string::npos) << r;
+  EXPECT_EQ(read_line(b), "kept");
+  EXPECT_EQ(read_line(b), "2") << "both jobs are pid 2 of their own namespaces";
+  EXPECT_EQ(wait_child(b), 0);
+  // Once a's namespace is gone, so is its lease: its prefix and dir are free.
+  ::kill(a.ns_init, SIGKILL);
+  a.ns_init = -1;
+  wait_child(a);
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("c", 0, 1, {{"/data/x", true}}));
+  ASSERT_TRUE(l) << l.error().to_string();
+  EXPECT_EQ(l->prefix, 0);
+  EXPECT_TRUE(shm_names_with(ns.root + "000000_shard_states").empty());
+}
+
+// Robust mutexes record namespace-local tids, so pid 2 of one namespace can
+// hold the registry lock while pid 2 of another asks for it. A NORMAL robust
+// mutex (ours) makes the second wait like anyone else; an ERRORCHECK one would
+// answer EDEADLK forever. When the holder dies, the waiter gets it, repaired.
+TEST_F(RegistryTest, RegistryLockHeldByTheSameTidInAnotherPidNamespaceIsWaitedForNotADeadlock) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
+  auto& a = fork_in_pid_namespace([&](int out) {
+    report(out, std::to_string(::getpid()));
+    if (!failpoint::set_pause_spec("crash/registry/acquire-locked:1").empty()) return 2;
+    auto reg = Registry::open(ns);
+    (void)reg->acquire(job("a", 0, 1));  // stops holding the registry lock
+    return 0;
+  });
+  std::string got = read_line(a);
+  if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
+  ASSERT_EQ(got, "2");
+  ASSERT_EQ(read_line(a), "stopped");
+  testing::ShmTest::Gate go;
+  auto& b = fork_in_pid_namespace([&](int out) {
+    report(out, std::to_string(::getpid()));
+    auto reg = Registry::open(ns);
+    auto s = job("b", 0, 1);
+    s.timeout = 300ms;
+    auto l = reg->acquire(s);
+    report(out, l ? "granted" : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    go.wait_go();
+    s.timeout = 5000ms;
+    auto again = reg->acquire(s);
+    report(out, again ? "granted " + std::to_string(again->prefix) : again.error().to_string());
+    return 0;
+  });
+  ASSERT_EQ(read_line(b), "2") << "the same tid as the lock holder";
+  std::string r = read_line(b);
+  EXPECT_EQ(r.rfind("timeout: timed out locking", 0), 0u) << r;
+  ::kill(a.ns_init, SIGKILL);  // dies holding the lock
+  a.ns_init = -1;
+  wait_child(a);
+  go.open_all();
+  EXPECT_EQ(read_line(b), "granted 0");
+  EXPECT_EQ(wait_child(b), 0);
+}
+
+#ifdef SHMCOORD_FAILPOINTS
+// ---------------------------------------------------------------- join wait
+// A rank whose lock failed while it waited for its peers returned its error
+// but stayed attached, so a peer joining later succeeded without it.
+TEST_F(RegistryTest, RankWhoseLockFailsWhileWaitingMakesTheWholeJobFail) {
+  testing::ShmTest::Gate hold;
+  auto& r0 = fork_child([&](int out) {
+    fiu_init(0);
+    // The claim's lock works; every later one fails.
+    static int calls = 0;
+    fiu_enable_external("mutex/lock", 1, reinterpret_cast<void*>(EACCES), 0,
+                        [](const char*, int*, void**, unsigned*) { return ++calls > 1 ? 1 : 0; });
+    auto reg = Registry::open(ns);
+    auto s = job("j", 0, 2);
+    s.timeout = 300ms;
+    auto l = reg->acquire(s);
+    report(out, l ? "ok" : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    hold.wait_go();  // alive, as a process that handles the error would be
+    return 0;
+  });
+  std::string a = read_line(r0);
+  EXPECT_EQ(a.rfind("timeout: ", 0), 0u) << a;
+  EXPECT_NE(a.find("withdrew"), std::string::npos) << a;
+  auto& r1 = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    auto s = job("j", 1, 2);
+    s.timeout = 500ms;
+    auto l = reg->acquire(s);
+    report(out, l ? "ok" : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    return 0;
+  });
+  std::string b = read_line(r1);
+  EXPECT_NE(b, "ok") << "rank 1 succeeded although rank 0 failed";
+  hold.open_all();
+}
+
+// `++attached` came before the holder was written and was never repaired: a
+// rank killed in between counted as joined, and its peer succeeded alone.
+TEST_F(RegistryTest, RankKilledHalfWayThroughJoiningNeverCountsAsJoined) {
+  auto& r0 = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/registry/after-claim:1").empty()) return 2;
+    auto reg = Registry::open(ns);
+    auto s = job("j", 0, 2);
+    s.timeout = 1500ms;
+    auto l = reg->acquire(s);
+    report(out, l ? "ok" : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(r0)) << "rank 0 never claimed";
+  auto& r1 = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/registry/join-half-written", 1, nullptr, 0);
+    auto reg = Registry::open(ns);
+    (void)reg->acquire(job("j", 1, 2));
+    return 0;
+  });
+  EXPECT_EQ(wait_child(r1), 128 + SIGKILL);
+  ::kill(r0.pid, SIGCONT);
+  std::string a = read_line(r0);
+  EXPECT_EQ(a.rfind("timeout: ", 0), 0u) << a;
+  EXPECT_NE(a.find("local ranks [1]"), std::string::npos) << a;
+}
+#endif
+
+// set_reason cut the reason at 255 bytes, mid-character: the poisoned slot
+// failed validation and ranks reported broken UTF-8.
+TEST_F(RegistryTest, LongFailureReasonStaysValidUtf8ForEveryRank) {
+  for (int pad = 0; pad < 3; ++pad) {
+    std::string key(pad, 'k');
+    while (key.size() + 3 < records::kJobKeyMax) key += "\xe2\x82\xac";
+    auto& r1 = fork_child([&](int out) {
+      auto reg = Registry::open(ns);
+      auto l = reg->acquire(job(key, 1, 64));
+      report(out, l ? "ok" : l.error().message);
+      return 0;
+    });
+    auto reg = Registry::open(ns);
+    auto s = job(key, 0, 64);
+    s.timeout = 300ms;
+    auto l = reg->acquire(s);
+    ASSERT_FALSE(l);
+    EXPECT_EQ(l.error().code, Code::kTimeout);
+    EXPECT_TRUE(records::valid_utf8(l.error().message)) << "pad " << pad;
+    EXPECT_GE(l.error().message.size(), records::kReasonMax - 4) << "the reason was long enough to be cut";
+    EXPECT_EQ(read_line(r1), l.error().message) << "every rank reports the same reason";
+    wait_child(r1);
+  }
 }
 
 }  // namespace

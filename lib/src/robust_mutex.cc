@@ -12,6 +12,7 @@ void init_robust_mutex(pthread_mutex_t* m) {
   pthread_mutexattr_init(&a);
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
   pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_NORMAL);  // never ERRORCHECK: see robust_mutex.h
   pthread_mutex_init(m, &a);
   pthread_mutexattr_destroy(&a);
 }
@@ -28,6 +29,11 @@ Result<RobustGuard> RobustGuard::lock(pthread_mutex_t* m, Deadline d, const std:
   }
   if (r == ETIMEDOUT) {
     return fail(Code::kTimeout, "timed out locking " + what + " (its holder is stopped or stuck)", r);
+  }
+  if (r == EDEADLK) {
+    // Only an ERRORCHECK mutex answers this: a holder in another pid namespace
+    // with our tid would make it permanent. See robust_mutex.h.
+    return fail(Code::kCorrupt, what + ": lock answered EDEADLK (a mutex of the wrong type; see robust_mutex.h)", r);
   }
   if (r == ENOTRECOVERABLE) {
     return fail(Code::kCorrupt, what + ": lock not recoverable (a previous owner died and nobody repaired it)", r);

@@ -2,6 +2,16 @@
 // flock it is owned by a thread, not an open file description, so a forked child
 // that inherits our fds can never keep it held; and when its owner dies the
 // kernel hands it to the next locker with EOWNERDEAD instead of leaving it stuck.
+//
+// Pid namespaces: the owner is recorded as a tid of the owner's own pid
+// namespace, so two processes in containers sharing /dev/shm can carry the same
+// tid. That is harmless for PTHREAD_MUTEX_NORMAL, the type used here: glibc
+// compares the owner tid with ours only for the ERRORCHECK and RECURSIVE types
+// (which would answer EDEADLK, or grant the lock twice); a NORMAL locker waits
+// on the futex like any other, and the kernel marks the word owner-died only
+// for the dying thread's own robust list. The mutex must therefore never be
+// made ERRORCHECK or RECURSIVE (registry_test pins this with two processes
+// that are both pid 2 of their namespaces).
 #pragma once
 
 #include <pthread.h>

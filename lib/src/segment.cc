@@ -7,19 +7,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cerrno>
 #include <thread>
 
+#include "records.h"
 #include "shmcoord/failpoint.h"
 
 namespace shmcoord {
 namespace {
 
 constexpr const char* kInitSuffix = "init.lock";
-
-std::string fp(const char* area, const char* op) {
-  return std::string("shm/") + area + "/" + op;
-}
 
 }  // namespace
 
@@ -69,25 +67,19 @@ Result<InitLock> InitLock::acquire(const Namespace& ns, Deadline d) {
 
 Status InitLock::unlink_held() { return sys::shm_unlink("lock/init/unlink", path_); }
 
-Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d) {
+Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d,
+                              const InitLock* held) {
   const std::string name = ns.shm_name(spec.suffix);
-  const std::string fp_open = fp(spec.fp_area, "open");
-  const std::string fp_stat = fp(spec.fp_area, "fstat");
-  const std::string fp_map = fp(spec.fp_area, "mmap");
-  const std::string fp_size = fp(spec.fp_area, "ftruncate");
-  const std::string fp_create = fp(spec.fp_area, "create");
-  const std::string fp_unlink = fp(spec.fp_area, "unlink");
-  const std::string crash_created = "crash/" + std::string(spec.fp_area) + "/after-create";
-  const std::string crash_sized = "crash/" + std::string(spec.fp_area) + "/after-size";
+  const SegmentPoints& fp = spec.points;
 
-  auto map_existing = [&](sys::Fd fd, Segment* out) -> Result<bool> {
-    auto st = sys::fstat(fp_stat.c_str(), fd.get(), name);
+  // Maps an existing segment; false if it is not a live, published one of ours.
+  auto map_existing = [&](const sys::Fd& fd, Segment* out) -> Result<bool> {
+    auto st = sys::fstat(fp.fstat, fd.get(), name);
     if (!st) return std::unexpected(st.error());
     if (static_cast<std::size_t>(st->st_size) != spec.size) return false;
-    auto m = sys::mmap(fp_map.c_str(), fd.get(), spec.size, name);
+    auto m = sys::mmap(fp.mmap, fd.get(), spec.size, name);
     if (!m) return std::unexpected(m.error());
     if (spec.validate(m->get(), spec.size) != nullptr || spec.retired(m->get())) return false;
-    out->fd_ = std::move(fd);
     out->map_ = std::move(*m);
     out->name_ = name;
     out->ino_ = st->st_ino;
@@ -96,10 +88,10 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
 
   for (int attempt = 0;; ++attempt) {
     // Fast path: a published, live segment needs no lock.
-    auto fd = sys::shm_open(fp_open.c_str(), name, O_RDWR);
+    auto fd = sys::shm_open(fp.open, name, O_RDWR);
     if (fd) {
       Segment s;
-      auto ok = map_existing(std::move(*fd), &s);
+      auto ok = map_existing(*fd, &s);
       if (!ok) return std::unexpected(ok.error());
       if (*ok) return s;
     } else if (fd.error().code != Code::kNotFound) {
@@ -109,64 +101,65 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
     }
 
     // Slow path: create, or rebuild what is there, under the init lock.
-    auto lock = InitLock::acquire(ns, d);
-    if (!lock) return std::unexpected(lock.error());
-    auto existing = sys::shm_open(fp_open.c_str(), name, O_RDWR);
+    std::optional<InitLock> lock;
+    if (!held) {
+      auto l = InitLock::acquire(ns, d);
+      if (!l) return std::unexpected(l.error());
+      lock.emplace(std::move(*l));
+    }
+    auto existing = sys::shm_open(fp.open, name, O_RDWR);
     if (existing) {
-      sys::Fd keep(::fcntl(existing->get(), F_DUPFD_CLOEXEC, 0));
       Segment s;
-      auto ok = map_existing(std::move(*existing), &s);
+      auto ok = map_existing(*existing, &s);
       if (!ok) return std::unexpected(ok.error());
       if (*ok) return s;
       if (!create) {
         return fail(Code::kCorrupt, name + " exists but is not a valid segment (zero-length, truncated or garbage)");
       }
-      // Check the version before rebuilding: a newer library's live segment is
-      // not ours to destroy.
-      auto st = sys::fstat(fp_stat.c_str(), keep.get(), name);
-      if (st && static_cast<std::size_t>(st->st_size) == spec.size) {
-        auto m = sys::mmap(fp_map.c_str(), keep.get(), spec.size, name);
-        if (m) {
-          const char* why = spec.validate(m->get(), spec.size);
-          if (why && std::string_view(why).find("version") != std::string_view::npos) {
-            return fail(Code::kCorrupt, name + ": " + why);
+      // A newer (or older) library's live segment is not ours to destroy.
+      if (auto st = sys::fstat(fp.fstat, existing->get(), name); st && static_cast<std::size_t>(st->st_size) >= 16) {
+        if (auto m = sys::mmap(fp.mmap, existing->get(), 16, name)) {
+          std::uint32_t v = records::version_of(m->get(), 16, spec.magic);
+          if (v != 0 && v != records::kVersion) {
+            return fail(Code::kCorrupt, name + " belongs to shmcoord layout version " + std::to_string(v) +
+                                            " (this library is version " + std::to_string(records::kVersion) +
+                                            "): not rebuilding another version's segment");
           }
         }
       }
       // Zero-length (creator died before sizing), garbage, or retired: unlink and rebuild.
-      if (auto u = sys::shm_unlink(fp_unlink.c_str(), name); !u && u.error().code != Code::kNotFound) {
+      if (auto u = sys::shm_unlink(fp.unlink, name); !u && u.error().code != Code::kNotFound) {
         return std::unexpected(u.error());
       }
     } else if (existing.error().code != Code::kNotFound) {
       return std::unexpected(existing.error());
     }
-    auto created = sys::shm_open(fp_create.c_str(), name, O_RDWR | O_CREAT | O_EXCL);
+    auto created = sys::shm_open(fp.create, name, O_RDWR | O_CREAT | O_EXCL);
     if (!created) {
       if (created.error().code == Code::kExists && attempt < 16) continue;  // someone without the lock? retry
       return std::unexpected(created.error());
     }
-    failpoint::crash_window(crash_created.c_str());
+    failpoint::crash_window(fp.crash_created);
     auto cleanup_on_error = [&](Error e) -> Result<Segment> {
       (void)::shm_unlink(name.c_str());
       return std::unexpected(std::move(e));
     };
-    if (auto t = sys::ftruncate(fp_size.c_str(), created->get(), static_cast<off_t>(spec.size), name); !t) {
+    if (auto t = sys::ftruncate(fp.ftruncate, created->get(), static_cast<off_t>(spec.size), name); !t) {
       return cleanup_on_error(t.error());
     }
-    if (int e = failpoint::check((std::string("shm/") + spec.fp_area + "/fallocate").c_str()); e != 0) {
+    if (int e = failpoint::check(fp.fallocate); e != 0) {
       return cleanup_on_error(sys_error("fallocate", name, e));
     }
     if (int e = ::posix_fallocate(created->get(), 0, static_cast<off_t>(spec.size)); e != 0) {
       return cleanup_on_error(sys_error("fallocate", name, e));
     }
-    failpoint::crash_window(crash_sized.c_str());
-    auto st = sys::fstat(fp_stat.c_str(), created->get(), name);
+    failpoint::crash_window(fp.crash_sized);
+    auto st = sys::fstat(fp.fstat, created->get(), name);
     if (!st) return cleanup_on_error(st.error());
-    auto m = sys::mmap(fp_map.c_str(), created->get(), spec.size, name);
+    auto m = sys::mmap(fp.mmap, created->get(), spec.size, name);
     if (!m) return cleanup_on_error(m.error());
     spec.init(m->get());
     Segment s;
-    s.fd_ = std::move(*created);
     s.map_ = std::move(*m);
     s.name_ = name;
     s.ino_ = st->st_ino;

@@ -13,6 +13,9 @@
 //
 // The init lock may be unlinked by cleanup only while cleanup holds it;
 // lockers re-check that the path still names the inode they locked.
+//
+// A segment keeps no fd once mapped: the mapping is all its users need, so a
+// registry or barrier handle costs no descriptor.
 #pragma once
 
 #include <chrono>
@@ -51,10 +54,24 @@ class InitLock {
   std::string path_;
 };
 
+// The failpoints of one kind of segment (docs/failpoints.md).
+struct SegmentPoints {
+  const char* open;
+  const char* create;
+  const char* fstat;
+  const char* mmap;
+  const char* ftruncate;
+  const char* fallocate;
+  const char* unlink;
+  const char* crash_created;
+  const char* crash_sized;
+};
+
 struct SegmentSpec {
   std::string suffix;
   std::size_t size;
-  const char* fp_area;  // failpoint area, e.g. "registry" -> "shm/registry/open"
+  std::uint64_t magic;  // with the version after it: tells another library version's segment from garbage
+  SegmentPoints points;
   std::function<void(void*)> init;                  // builds a fresh layout (magic last)
   std::function<const char*(const void*, std::size_t)> validate;
   std::function<bool(const void*)> retired;         // read under no lock: a hint
@@ -63,8 +80,11 @@ struct SegmentSpec {
 class Segment {
  public:
   // Opens the segment by name, creating (or rebuilding, if it is zero-length,
-  // truncated or garbage) it under the init lock when `create` is set.
-  static Result<Segment> open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d);
+  // truncated, garbage or retired) it under the init lock when `create` is set.
+  // A segment of another library version is never rebuilt (kCorrupt). `held`:
+  // the caller already holds the init lock (cleanup), so it is not taken again.
+  static Result<Segment> open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d,
+                              const InitLock* held = nullptr);
 
   void* data() const { return map_.get(); }
   const std::string& name() const { return name_; }
@@ -73,7 +93,6 @@ class Segment {
   Status unlink_if_same(const char* fp);
 
  private:
-  sys::Fd fd_;
   sys::Mapping map_;
   std::string name_;
   ino_t ino_ = 0;

@@ -35,6 +35,7 @@ class Fd {
   }
   ~Fd() { reset(); }
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
   explicit operator bool() const { return fd_ >= 0; }
   void reset();
 

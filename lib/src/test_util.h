@@ -7,12 +7,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -41,6 +46,7 @@ inline std::vector<std::string> shm_names_with(const std::string& root) {
 struct ChildProc {
   pid_t pid = -1;
   int out = -1;  // read end: what the child reported
+  pid_t ns_init = -1;  // fork_in_pid_namespace: the namespace's init, as we see it
 };
 
 class ShmTest : public ::testing::Test {
@@ -63,6 +69,7 @@ class ShmTest : public ::testing::Test {
 
   void TearDown() override {
     for (auto& c : children_) {
+      if (c.ns_init > 0) ::kill(c.ns_init, SIGKILL);  // takes the whole pid namespace with it
       if (c.pid > 0) {
         ::kill(c.pid, SIGCONT);
         ::kill(c.pid, SIGKILL);
@@ -131,6 +138,83 @@ class ShmTest : public ::testing::Test {
   void kill_child(ChildProc& c, int sig = SIGKILL) {
     ::kill(c.pid, sig);
     if (sig == SIGKILL) wait_child(c);
+  }
+
+  // Blocks until the child is stopped (e.g. by a SHMCOORD pause point): the
+  // kernel's own notification, no guessing. False if it exited instead or
+  // did not stop within `timeout`.
+  static bool wait_stopped(const ChildProc& c, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int st = 0;
+      pid_t r = ::waitpid(c.pid, &st, WUNTRACED | WNOHANG);
+      if (r == c.pid) return WIFSTOPPED(st);
+      if (r < 0) return false;
+      ::usleep(1000);
+    }
+    return false;
+  }
+
+  // Runs f as pid 2 of a new pid namespace with its own /proc, the way a
+  // container with --ipc=host sees the host's /dev/shm: everything shm is
+  // shared, no pid is. The helper process (our child) unshares pid and mount
+  // namespaces (mounts made private, so nothing leaks to the host), forks the
+  // namespace's init (pid 1, which mounts /proc and dies with its parent), and
+  // init forks f. Init reports "stopped" when f stops and exits with f's code.
+  // Kill c.ns_init to kill everything in the namespace. Needs root.
+  ChildProc& fork_in_pid_namespace(const std::function<int(int)>& f) {
+    int p[2], q[2];
+    EXPECT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(q, O_CLOEXEC), 0);  // the init's outer pid
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(p[0]);
+      ::close(q[0]);
+      if (::unshare(CLONE_NEWPID | CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        report(p[1], std::string("unshare: ") + std::strerror(errno));
+        ::_exit(97);
+      }
+      pid_t init = ::fork();
+      if (init == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) ::_exit(96);
+        pid_t job = ::fork();
+        if (job == 0) {
+          int rc = 99;
+          try {
+            rc = f(p[1]);
+          } catch (...) {
+            rc = 98;
+          }
+          ::_exit(rc);
+        }
+        // Keep only the report pipe: an inherited gate's write end here would
+        // keep f's gate from ever opening.
+        ::syscall(SYS_close_range, 3, p[1] - 1, 0);
+        ::syscall(SYS_close_range, p[1] + 1, ~0U, 0);
+        for (;;) {
+          int st = 0;
+          if (::waitpid(job, &st, WUNTRACED) < 0) ::_exit(95);
+          if (WIFSTOPPED(st)) {
+            report(p[1], "stopped");
+            continue;
+          }
+          ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        }
+      }
+      (void)!::write(q[1], &init, sizeof init);
+      ::syscall(SYS_close_range, 3, ~0U, 0);
+      int st = 0;
+      ::waitpid(init, &st, 0);
+      ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+    ::close(p[1]);
+    ::close(q[1]);
+    pid_t init = -1;
+    if (::read(q[0], &init, sizeof init) != sizeof init) init = -1;
+    ::close(q[0]);
+    children_.push_back(ChildProc{pid, p[0], init});
+    return children_.back();
   }
 
   // A pipe the parent writes to release children waiting in wait_go().

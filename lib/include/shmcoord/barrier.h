@@ -2,12 +2,24 @@
 // suffix Namespace::prefix_suffix(prefix, "barrier") for a job's barrier.
 //
 // Process contract:
-// - Rounds are generations: a participant leaves round r only after all
-//   num_procs participants entered round r. Waiting is a futex wait, woken the
-//   moment the round completes; there is no fixed polling tick.
+// - Seats: the barrier has exactly num_procs seats, and a round completes when
+//   every seat has entered it (arrivals are counted per seat, so nobody's
+//   arrival stands in for anyone else's). A participant leaves round r only
+//   after all num_procs participants entered round r. Waiting is a futex wait,
+//   woken the moment the round completes; there is no fixed polling tick.
+// - attach() takes an empty seat (a late joiner simply takes its seat, also
+//   mid-round). A replacement is refused: when every seat is taken and one
+//   belongs to a participant that died, attach() fails with Code::kBroken
+//   naming it, and a departed participant's seat can be taken only between
+//   rounds (while nobody has entered the current round), else Code::kBroken
+//   too. A refused attach changes nothing for the others: the dead participant
+//   breaks the barrier at the round it misses, as below.
 // - Attaching never resets a barrier that has a live participant. A barrier
 //   whose participants are all dead or gone is stale and is reset by the next
 //   attach.
+// - Liveness is each participant's kernel lease (see registry.h): right across
+//   pid namespaces that share /dev/shm, and not inherited by a forked child, so
+//   a forgotten child holding our fds never keeps a dead participant "alive".
 // - A participant that dies (SIGKILL included) without having entered the
 //   current round, or dies holding the barrier's lock, breaks the barrier:
 //   every survivor's wait() fails with Code::kBroken naming it, within
@@ -15,10 +27,14 @@
 //   detaches while others wait for it breaks it likewise.
 // - A stopped (SIGSTOP) participant is alive: the others wait until their
 //   deadline, then the barrier breaks with Code::kTimeout naming who is missing.
+//   A waiter never blocks on the barrier's lock for longer than a liveness
+//   interval at a time, so a stopped lock holder delays its checks, never the
+//   end of a round that completed.
 // - Disagreeing process counts are Code::kMismatch for the caller and break the
 //   barrier for everyone, with the reason.
 // - The last participant to detach unlinks the segment (only if the name still
 //   refers to it). A holder that dies leaves it for the next attach or cleanup.
+// - Open fds: none of its own; the process's lease fd while attached.
 #pragma once
 
 #include <chrono>

@@ -1,16 +1,28 @@
 // clean_stale: removes what dead jobs left under a namespace.
 //
 // Process contract:
-// - Removes a segment or lock file only if it is ours (same euid — also when
-//   run as root) and no live owner uses it: prefix entries whose registry slot
-//   has no live holder (a SIGSTOPped holder is live), barriers with no live
-//   participant, lock files nobody holds (flock LOCK_NB), and the registry and
-//   init lock once nothing is registered.
-// - Decides by name and ownership, never by reading a record it has not
+// - Removes a segment or lock file only if it is ours (same euid - also when
+//   run as root) and no live owner uses it: prefix names whose registry slot
+//   has no live holder, barriers with no live participant, lock files nobody
+//   holds (flock LOCK_NB), the leases file once nobody holds a lease, and the
+//   registry and init lock once nothing is registered. Liveness is the owner's
+//   kernel lease (registry.h): a SIGSTOPped owner is live, and so is one in
+//   another pid namespace that shares /dev/shm.
+// - Safe beside live jobs: prefix names are judged and removed under the
+//   registry lock, the lock prefixes are granted under, so a prefix granted
+//   during a cleanup is never swept and what its holder creates after the grant
+//   survives. A barrier is retired under its own lock before it is unlinked, so
+//   a racing attach reopens by name instead of joining a removed segment.
+// - Never removes another shmcoord layout version's registry or barrier, nor
+//   the prefix names of such a registry (reported as skipped).
+// - Decides by name, ownership and leases, never by reading a record it has not
 //   validated, so zero-length, truncated and garbage segments are removed like
 //   any other stale entry instead of stopping it.
-// - Idempotent, and safe to run from several processes at once (it works under
-//   the init lock and the registry lock).
+// - Idempotent, and safe from several processes at once (the init lock
+//   serialises them). A cleanup killed anywhere leaves nothing the next one
+//   cannot finish: a registry it retired but did not unlink is removed by the
+//   next cleanup (or rebuilt by the next acquire).
+// - Time O(names under the root + registry slots); no fd stays open.
 #pragma once
 
 #include <chrono>

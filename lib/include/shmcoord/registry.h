@@ -6,19 +6,40 @@
 //   the lowest free prefix and records the job's local dirs; later ranks find
 //   the job by key. acquire() returns only once all local_world_size ranks have
 //   joined with the same dirs, so ranks never disagree: either all get the same
-//   prefix or all get the same error (the slot is "poisoned" with the reason).
+//   prefix or all get the same error. The outcome is decided once, by one
+//   compare-and-swap on the slot (joined; failed with a reason, under the lock;
+//   or withdrawn by a rank that could not get the lock before its deadline), so
+//   a rank whose lock fails never leaves its peers to succeed without it.
+// - One process may hold several prefixes, one per dataset: a second acquire
+//   with the same key and local rank, by a process that already holds that
+//   rank, claims another prefix (its other ranks do the same, in the same
+//   order), so train and val never share a prefix and releasing one never frees
+//   the other. Two datasets over one local dir with a remote get Code::kInUse
+//   ("Reused local directory ... this process"); ranks that really disagree
+//   on dirs still all get "ranks disagree on local dirs".
 // - Claiming happens under the mutex, so two jobs never share a prefix, and a
-//   half-written claim is never visible (a claim interrupted by its writer's
-//   death is discarded by the next locker).
-// - A prefix is held while any holder of it is alive (pid + start time; a
-//   stopped process is alive). When every holder is dead or released, the next
-//   registry operation frees it and removes the job's segments and lock files
-//   ("<root><prefix:06>_*"), so dead jobs never block anyone and prefixes never
-//   climb.
+//   half-written claim or join is never visible (a writer that dies holding the
+//   lock is repaired by the next locker).
+// - Liveness is a kernel lease (lib/src/lease.h): a process holding a prefix
+//   holds a record lock on its own cell of the shm object "<root>leases", which
+//   the kernel drops when the process dies (SIGKILL included) and a forked child
+//   does not inherit. It never depends on seeing the owner's pid, so jobs in pid
+//   namespaces that share /dev/shm (containers with --ipc=host) see each other
+//   alive. A stopped (SIGSTOP) holder is alive. pid and start time are kept for
+//   messages only.
+// - A prefix is held while any holder of it is alive. A dead job's prefix is
+//   freed, and its segments and lock files ("<root><prefix:06>_*") removed, by
+//   the next acquire it stands in the way of (same job key, a conflicting dir;
+//   every slot is judged at least every 20 ms of acquires), by its holders'
+//   resource trackers (reap), or by clean_stale, so dead jobs never block anyone
+//   and prefixes never climb. A prefix is granted only once nothing of a
+//   previous user is left under it.
 // - A local dir is exclusive when either its registration or the request has a
 //   remote: the request fails with Code::kInUse naming the dir, the job and pid.
-// - Open fds: at most two during a call, one (the registry) afterwards.
-// - Every wait is bounded by JobSpec::timeout.
+// - Open fds: one (the lease) while the process holds anything in the
+//   namespace, none otherwise; at most three during a call.
+// - Every wait is bounded by JobSpec::timeout (plus 100 ms to fail the job for
+//   every rank).
 #pragma once
 
 #include <chrono>
@@ -66,7 +87,7 @@ struct SlotInfo {
   bool poisoned = false;
   std::string reason;
   std::vector<LocalDir> dirs;
-  std::vector<ProcessId> holders;  // attached (not released) holders
+  std::vector<ProcessId> holders;  // attached (not released) holders, pids of their own namespaces
   bool live = false;
 };
 
@@ -79,6 +100,7 @@ class Registry {
   Registry& operator=(Registry&&) noexcept;
   ~Registry();
 
+  // One holding: release it once. See the contract for a second dataset.
   Result<Lease> acquire(const JobSpec& spec);
   // Idempotent. The last live holder's release frees the prefix and removes its segments.
   Status release(const Lease& lease);

@@ -1,0 +1,96 @@
+// The kernel lease behind every liveness decision shmcoord makes.
+//
+// Process contract:
+// - A process that holds anything in a namespace (a registry rank, a barrier
+//   seat) holds a POSIX record lock on its own 8-byte cell of the shm object
+//   "/<root>leases" and has written a random 64-bit token into that cell.
+//   Records name their owner by (cell, token), plus pid, start time and pid
+//   namespace for messages.
+// - An owner is alive exactly while the kernel reports its cell locked by
+//   another process and the cell still holds its token. The kernel drops the
+//   lock when the process dies (SIGKILL included); a record lock is not
+//   inherited across fork, so a forgotten child with our fds keeps nothing
+//   alive; and since no pid is involved, the answer is the same from every pid
+//   namespace that shares /dev/shm (containers with --ipc=host). A stopped
+//   (SIGSTOP) process keeps its lock: it is alive.
+// - Closing any fd of a file drops the process's record locks on it, so this
+//   module owns the only fd a process ever has on its leases file: opened by
+//   the first holding, closed with the last (one fd while anything is held),
+//   and every access goes through one process-wide mutex.
+// - The file is removed (remove_leases_if_unused) only by a process that holds
+//   no lease and can lock the whole file, i.e. when nobody holds a lease; a
+//   process taking a lease re-checks after locking its cell that the name
+//   still refers to the file it locked.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "records.h"
+#include "shmcoord/error.h"
+#include "shmcoord/namespace.h"
+#include "shmcoord/process.h"
+
+namespace shmcoord {
+
+inline constexpr const char* kLeasesSuffix = "leases";
+inline constexpr std::uint32_t kLeaseCells = 16384;  // concurrent lease holders per namespace
+
+// One counted reference to this process's lease in a namespace.
+class LeaseRef {
+ public:
+  static Result<LeaseRef> take(const Namespace& ns);
+  LeaseRef() = default;
+  LeaseRef(LeaseRef&& o) noexcept;
+  LeaseRef& operator=(LeaseRef&& o) noexcept;
+  ~LeaseRef();
+  // The holding outlives this object (e.g. a prefix returned by acquire):
+  // the reference stays counted until drop(ns) is called for it.
+  void keep() { held_ = false; }
+  static void drop(const std::string& root);
+  // This process's owner record in a namespace; lease_token 0 if it holds no lease.
+  static records::Owner current(const std::string& root);
+  // This process as an owner record: pid, lease cell and token, start time, pid namespace.
+  const records::Owner& owner() const { return owner_; }
+
+ private:
+  std::string root_;
+  records::Owner owner_{};
+  bool held_ = false;
+};
+
+// Judges owners. Holds the process-wide lease mutex for its lifetime and uses
+// one fd throughout: this process's own, or one opened for the probe. Never
+// take a LeaseRef while a probe is alive in the same thread.
+class LeaseProbe {
+ public:
+  explicit LeaseProbe(const Namespace& ns);
+  ~LeaseProbe();
+  LeaseProbe(const LeaseProbe&) = delete;
+  LeaseProbe& operator=(const LeaseProbe&) = delete;
+
+  // False only when the kernel says the owner's lease is gone; any doubt
+  // (an I/O error, a file we cannot open) answers alive: never delete on doubt.
+  bool alive(const records::Owner& o);
+  // alive() refined to kStopped when the owner shares our pid namespace and
+  // /proc shows it stopped (messages only; costs a /proc read).
+  Liveness liveness(const records::Owner& o);
+  // The owner is this process (its current lease).
+  bool is_self(const records::Owner& o) const;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  records::Owner self_{};
+  int fd_ = -1;
+  bool own_fd_ = false;   // opened for this probe, closed by it
+  bool missing_ = false;  // no leases file: nobody holds a lease
+};
+
+// "pid 12" or "pid 12 in another pid namespace": who an owner is, for messages.
+std::string describe_owner(const records::Owner& o);
+
+// Removes "/<root>leases" if no process holds a lease in it. The caller holds
+// the init lock. Returns "" if removed or absent, else why it stays.
+std::string remove_leases_if_unused(const Namespace& ns);
+
+}  // namespace shmcoord
