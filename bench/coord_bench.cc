@@ -318,6 +318,77 @@ BENCHMARK(BM_Barrier<Kind::kTick>)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// Death detection, measured beside the speed it must not cost: `procs`
+// participants attach, one is SIGKILLed before entering round 0, and the time
+// from the kill to the last survivor's Code::kBroken is the iteration time.
+// The bound is the liveness interval (100 ms by default) plus scheduling.
+void BM_BarrierDeathDetection(benchmark::State& state) {
+  const int procs = static_cast<int>(state.range(0));
+  double total = 0;
+  for (auto _ : state) {
+    int ready[2], done[2];
+    if (::pipe2(ready, O_CLOEXEC) || ::pipe2(done, O_CLOEXEC)) {
+      state.SkipWithError("pipe");
+      break;
+    }
+    std::vector<pid_t> kids;
+    for (int rank = 0; rank < procs; ++rank) {
+      pid_t pid = ::fork();
+      if (pid < 0) break;
+      if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        ::close(ready[0]);
+        ::close(done[0]);
+        shmcoord::BarrierOptions opt;
+        opt.timeout = std::chrono::milliseconds(30000);
+        auto b = shmcoord::Barrier::attach(g_ns, "bench.death", procs, opt);
+        if (!b) ::_exit(1);
+        put_token(ready[1]);
+        if (rank == procs - 1) {  // the victim: never enters
+          ::pause();
+          ::_exit(0);
+        }
+        auto r = b->wait();
+        if (!r && r.error().code == shmcoord::Code::kBroken) put_token(done[1]);
+        ::_exit(0);
+      }
+      kids.push_back(pid);
+    }
+    ::close(ready[1]);
+    ::close(done[1]);
+    const auto deadline = Clock::now() + kRunDeadline;
+    double seconds = -1;
+    if (static_cast<int>(kids.size()) == procs && read_tokens(ready[0], procs, deadline)) {
+      const auto t0 = Clock::now();
+      ::kill(kids.back(), SIGKILL);
+      if (read_tokens(done[0], procs - 1, deadline)) seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    ::close(ready[0]);
+    ::close(done[0]);
+    for (pid_t k : kids) ::kill(k, SIGKILL);  // only the children forked above
+    for (pid_t k : kids) {
+      while (::waitpid(k, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    (void)shmcoord::clean_stale(g_ns);
+    if (seconds < 0) {
+      state.SkipWithError("a survivor did not get Code::kBroken");
+      break;
+    }
+    state.SetIterationTime(seconds);
+    total += seconds;
+  }
+  if (total > 0) state.counters["detect_ms"] = 1000 * total / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_BarrierDeathDetection)
+    ->Name("barrier/shmcoord_death_detection")
+    ->ArgName("procs")
+    ->Arg(4)
+    ->Arg(8)
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 // --- prefix registry ---------------------------------------------------------
 
 // Open fds of this process, not counting the one used to list them.
@@ -343,7 +414,8 @@ shmcoord::JobSpec job(std::string key, std::string dir) {
 
 // acquire + release of one prefix by a single-rank job while `live` other
 // prefixes are held. They are held by this same process under other job keys:
-// liveness is per holder pid, so they count as live jobs all the same.
+// each is a live holding (one lease per process), judged like any other job's.
+// fds_after_acquire - fds_baseline is what holding costs: the process's lease.
 void acquire_release(benchmark::State& state, int live) {
   auto reg = shmcoord::Registry::open(g_ns);
   if (!reg) {

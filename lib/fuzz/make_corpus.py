@@ -4,8 +4,9 @@
 Each seed is one selector byte (records_fuzz.cc's Decoder enum) followed by a
 record that its decoder accepts, so the fuzzer starts from the valid shapes
 instead of having to discover magic numbers and nested lengths. Layouts are
-those of lib/src/records.h on x86-64 Linux (pthread_mutex_t is 40 bytes); a
-seed that drifts from the layout only makes a weaker seed, never a wrong test.
+those of lib/src/records.h (layout version 2) on x86-64 Linux
+(pthread_mutex_t is 40 bytes); a seed that drifts from the layout only makes a
+weaker seed, never a wrong test.
 
 Usage: python3 lib/fuzz/make_corpus.py   (rewrites the corpus; run from anywhere)
 """
@@ -13,16 +14,22 @@ import pathlib
 import struct
 
 # records_fuzz.cc's Decoder enum.
-REGISTRY_PADDED, REGISTRY_RAW, SLOT, BARRIER_PADDED, BARRIER_RAW, DIRS, LEGACY, UTF8 = range(8)
+REGISTRY_PADDED, REGISTRY_RAW, SLOT, BARRIER_PADDED, BARRIER_RAW, DIRS, LEGACY, UTF8, UTF8_PREFIX = range(9)
 
 REGISTRY_MAGIC = 0x31474552434D4853  # "SHMCREG1"
 BARRIER_MAGIC = 0x31524142434D4853  # "SHMCBAR1"
+VERSION = 2
 MUTEX = bytes(40)
 MAX_RANKS, SLOTS = 64, 256
 JOB_KEY_MAX, REASON_MAX, DIR_BLOB = 128, 256, 4096
-SLOT_SIZE = 32 + JOB_KEY_MAX + MAX_RANKS * 16 + REASON_MAX + DIR_BLOB  # 5536
-REGISTRY_SIZE = 80 + SLOTS * SLOT_SIZE
-BARRIER_SIZE = 80 + REASON_MAX + MAX_RANKS * 24  # 1872
+OWNER_SIZE = 32  # pid, lease cell, lease token, start time, pid namespace
+SLOT_SIZE = 24 + JOB_KEY_MAX + MAX_RANKS * (OWNER_SIZE + 8) + REASON_MAX + DIR_BLOB  # 7064
+REGISTRY_SIZE = 88 + SLOTS * SLOT_SIZE
+BARRIER_SIZE = 88 + REASON_MAX + MAX_RANKS * (OWNER_SIZE + 8)  # 2904
+
+
+def owner(pid: int, cell: int, token: int) -> bytes:
+    return struct.pack("<iIQQQ", pid, cell, token, 5, 4026531836)
 
 
 def cstr(s: str, cap: int) -> bytes:
@@ -39,22 +46,23 @@ def dir_blob(dirs) -> bytes:
 
 
 def registry_header() -> bytes:
-    return struct.pack("<QIIIIIIQ", REGISTRY_MAGIC, 1, REGISTRY_SIZE, SLOTS, 0, 3, 0, 9) + MUTEX
+    return struct.pack("<QIIIIIIQQ", REGISTRY_MAGIC, VERSION, REGISTRY_SIZE, SLOTS, 0, 3, 0, 9, 123456789) + MUTEX
 
 
 def slot(state: int, reason: str) -> bytes:
     blob = dir_blob([("/tmp/shm/a", False), ("/data/caf\u00e9", True)])
-    holders = struct.pack("<iIQ", 1234, 1, 5) + struct.pack("<iIQ", 1235, 2, 6)
-    holders += bytes(MAX_RANKS * 16 - len(holders))
-    rec = struct.pack("<IIIIQII", state, 2, 2, len(blob), 7, 8 if state == 3 else 0, 0)
+    holders = owner(1234, 17, 0xABCDEF) + struct.pack("<II", 1, 0)
+    holders += owner(1235, 18, 0x123456) + struct.pack("<II", 2, 0)
+    holders += bytes(MAX_RANKS * (OWNER_SIZE + 8) - len(holders))
+    rec = struct.pack("<IIIIQ", state, 2, len(blob), 8 if state == 3 else 0, 7)
     rec += cstr("job-\u03b1", JOB_KEY_MAX) + holders + cstr(reason, REASON_MAX) + blob
     return rec  # the rest of the dir field is zero-filled by the fuzz target
 
 
 def barrier(broken: bool, full: bool) -> bytes:
-    rec = struct.pack("<QIIIIIIII", BARRIER_MAGIC, 1, BARRIER_SIZE, 0, 3, 41, 1, 8 if broken else 0, 0)
+    rec = struct.pack("<QIIIIIIIIII", BARRIER_MAGIC, VERSION, BARRIER_SIZE, 0, 3, 41, 1, 8 if broken else 0, 77, 1, 0)
     rec += MUTEX + cstr("participant 2 (pid 99) died" if broken else "", REASON_MAX)
-    rec += struct.pack("<iIQII", 1234, 1, 5, 42, 0) + struct.pack("<iIQII", 1235, 2, 6, 41, 0)
+    rec += owner(1234, 3, 0xFEED) + struct.pack("<II", 1, 42) + owner(1235, 4, 0xBEEF) + struct.pack("<II", 2, 41)
     if full:
         rec += bytes(BARRIER_SIZE - len(rec))
     return rec
@@ -76,6 +84,7 @@ SEEDS = {
     "legacy_locals": (LEGACY, legacy(["/tmp/a", "/mnt/caf\u00e9"], "3")),
     "legacy_released": (LEGACY, struct.pack("<i", 0)),
     "utf8": (UTF8, "h\u00e9llo \u20ac \U0001d11e /\U0010ffff".encode()),
+    "utf8_prefix": (UTF8_PREFIX, bytes([13]) + ("ab\u20ac" * 9).encode()),
 }
 
 

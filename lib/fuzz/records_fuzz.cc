@@ -32,6 +32,7 @@ enum Decoder : std::uint8_t {
   kDirs,
   kLegacyLocals,
   kUtf8,
+  kUtf8Prefix,      // copy_utf8_field at every field size
   kDecoderCount,
 };
 
@@ -125,12 +126,14 @@ void fuzz_slot(const std::uint8_t* p, std::size_t n) {
     // What registry.cc then does with a valid slot: read job_key as a C string,
     // walk holders up to local_world_size, decode the dirs.
     check(slot->local_world_size >= 1 && slot->local_world_size <= kMaxRanks);
-    check(slot->attached <= slot->local_world_size);
     check(::strnlen(slot->job_key, kJobKeyMax) < kJobKeyMax);
     std::vector<LocalDir> dirs;
     check(decode_dirs(slot->dirs, slot->dir_bytes, &dirs) == nullptr);
-    for (std::uint32_t r = slot->local_world_size; r < kMaxRanks; ++r) {
-      check(slot->holders[r].state == kHolderEmpty);
+    for (std::uint32_t r = 0; r < kMaxRanks; ++r) {
+      const Holder& h = slot->holders[r];
+      if (r >= slot->local_world_size) check(h.state == kHolderEmpty);
+      // Liveness reads the lease named here: a holder must name one.
+      if (h.state != kHolderEmpty) check(h.who.pid > 0 && h.who.lease_token != 0);
     }
   }
   std::memset(slot, 0, used);
@@ -141,6 +144,11 @@ void check_barrier(const BarrierLayout& b, const char* why) {
   if (why != nullptr) return;
   check(b.num_procs >= 1 && b.num_procs <= kMaxRanks && b.arrived <= b.num_procs);
   if (b.broken) check(::strnlen(b.reason, kReasonMax) < kReasonMax);
+  // Seats are parts[0, num_procs): the barrier only ever looks there.
+  for (std::uint32_t i = 0; i < kMaxRanks; ++i) {
+    if (i >= b.num_procs) check(b.parts[i].state == kPartEmpty);
+    if (b.parts[i].state != kPartEmpty) check(b.parts[i].who.pid > 0 && b.parts[i].who.lease_token != 0);
+  }
 }
 
 void fuzz_barrier_padded(const std::uint8_t* p, std::size_t n) {
@@ -204,6 +212,21 @@ void fuzz_utf8(const std::uint8_t* p, std::size_t n) {
   check(valid_utf8(s) == reference_utf8(s));
 }
 
+// A string cut to fit a field stays valid UTF-8 and is a prefix of the input
+// no more than one character short (reasons and job keys are cut this way).
+void fuzz_utf8_prefix(const std::uint8_t* p, std::size_t n) {
+  if (n < 1) return;
+  const std::size_t cap = 1 + p[0] % 64;
+  auto buf = exact_copy(p + 1, n - 1);
+  std::string_view s(reinterpret_cast<const char*>(buf.get()), n - 1);
+  if (!valid_utf8(s)) return;
+  std::vector<char> field(cap);
+  copy_utf8_field(s, field.data(), cap);
+  std::string_view got(field.data(), ::strnlen(field.data(), cap));
+  check(got.size() < cap && valid_utf8(got) && s.substr(0, got.size()) == got);
+  check(got.size() == s.size() || got.size() + 4 > cap - 1);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -234,6 +257,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case kUtf8:
       fuzz_utf8(p, n);
+      break;
+    case kUtf8Prefix:
+      fuzz_utf8_prefix(p, n);
       break;
   }
   return 0;

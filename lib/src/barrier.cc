@@ -1,6 +1,7 @@
 #include "shmcoord/barrier.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,10 +69,20 @@ void wake(BarrierLayout* b) {
   if (std::atomic_ref<std::uint32_t>(b->waiters).load(std::memory_order_seq_cst) != 0) sys::futex_wake_all(&b->seq);
 }
 
-// Spinning before sleeping only pays when every participant can run at once.
-int spin_budget(std::uint32_t num_procs) {
+// How a waiter spends the moments before its futex sleep. The round usually
+// completes within microseconds of our arrival; a sleep then costs a futex
+// wait, a wake-up and a context switch each. While every participant can run
+// at once (no more of them than CPUs), spinning sees the release first; when
+// they cannot, yielding hands the CPU to the participants still to arrive, and
+// a waiter that sees its round complete between yields needs no wake-up (the
+// releaser skips the wake syscall when nobody sleeps). Both are bounded, so a
+// slow round still ends in a futex sleep with its liveness checks.
+struct WaitPlan {
+  int spins, yields;
+};
+WaitPlan wait_plan(std::uint32_t num_procs) {
   static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  return num_procs <= cpus ? 2000 : 0;
+  return WaitPlan{num_procs <= cpus ? 1000 : 0, 16};
 }
 
 // Under the barrier lock: every participant alive? The first dead or departed
@@ -280,11 +291,16 @@ Result<std::uint32_t> Barrier::wait() {
     wake(b);
     return gen;
   }
-  for (int i = spin_budget(load(b->num_procs)); i > 0; --i) {
+  const WaitPlan plan = wait_plan(load(b->num_procs));
+  for (int i = plan.spins; i > 0; --i) {
     if (load(b->generation) != gen) return gen;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+  }
+  for (int i = plan.yields; i > 0; --i) {
+    if (load(b->generation) != gen) return gen;
+    sched_yield();
   }
   for (bool first = true;; first = false) {
     const std::uint32_t seen = load(b->seq);
