@@ -4,6 +4,8 @@
 #include <fiu.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "shmcoord/failpoint.h"
 #include "test_util.h"
 
@@ -439,6 +441,7 @@ TEST_F(BarrierTest, ParticipantsInTwoPidNamespacesCrossRoundsTogether) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
   std::vector<testing::ChildProc*> kids;
   for (int i = 0; i < 2; ++i) {
+    testing::next_clock_tick();  // distinct start times: pid 2 and pid 2 are told apart
     kids.push_back(&fork_in_pid_namespace([&](int out) {
       BarrierOptions o = opt(5000ms);
       o.liveness_interval = 20ms;  // many liveness checks per round
@@ -455,15 +458,18 @@ TEST_F(BarrierTest, ParticipantsInTwoPidNamespacesCrossRoundsTogether) {
           return 1;
         }
       }
-      report(out, "done");
+      report(out, "done, seat " + std::to_string(b->slot()));
       return 0;
     }));
   }
+  std::set<std::string> got;
   for (auto* k : kids) {
-    std::string got = read_line(*k);
-    if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
-    EXPECT_EQ(got, "done");
+    std::string line = read_line(*k);
+    if (line.rfind("unshare", 0) == 0) GTEST_SKIP() << line;
+    got.insert(line);
   }
+  // Two seats: neither took the other for dead and reset the barrier under it.
+  EXPECT_EQ(got, (std::set<std::string>{"done, seat 0", "done, seat 1"}));
 }
 
 TEST_F(BarrierTest, BarrierOfDeadParticipantsIsResetByTheNextAttach) {

@@ -1,6 +1,7 @@
 #include "lease.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -30,12 +31,27 @@ struct Entry {
 std::mutex g_mu;
 std::map<std::string, Entry> g_leases;  // by namespace root
 
-// Our entry for `root`, forgetting one inherited across fork. Caller holds g_mu.
+// A forked child inherits our fds but none of our record locks: right after
+// fork it closes the inherited lease fds (dropping only its own locks: none)
+// and starts without leases. g_mu is held across fork so the child's copy is
+// consistent.
+void before_fork() { g_mu.lock(); }
+void after_fork_parent() { g_mu.unlock(); }
+void after_fork_child() {
+  for (auto& [root, e] : g_leases) {
+    if (e.fd >= 0) ::close(e.fd);
+    e = Entry{};
+  }
+  g_mu.unlock();
+}
+
+// Our entry for `root`. Caller holds g_mu.
 Entry& entry(const std::string& root) {
+  static const bool registered = ::pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child) == 0;
+  (void)registered;
   Entry& e = g_leases[root];
   if (e.pid != ::getpid()) {
-    // Closing the inherited fd drops only this process's locks: none.
-    if (e.fd >= 0) ::close(e.fd);
+    // Started without fork() (clone, vfork): the fd may not be ours to close.
     e = Entry{};
     e.pid = ::getpid();
   }

@@ -120,7 +120,7 @@ TEST_F(RegistryTest, TwoJobsRacing200TimesNeverShareAPrefix) {
     ASSERT_EQ(p[0], p[1]) << "ranks of job 0 disagree, iteration " << i;
     ASSERT_EQ(p[2], p[3]) << "ranks of job 1 disagree, iteration " << i;
     ASSERT_NE(p[0], p[2]) << "two live jobs share prefix " << p[0] << ", iteration " << i;
-    children_.clear();
+    forget_children();
   }
 }
 
@@ -431,7 +431,7 @@ TEST_F(RegistryTest, RanksWithDifferentLockDirsStillNeverShareAPrefix) {
     for (auto* k : kids) wait_child(*k);
     ASSERT_NE(a, b) << "iteration " << i;
     ASSERT_TRUE(a == "0" || a == "1") << a;
-    children_.clear();
+    forget_children();
   }
   std::filesystem::remove_all(tmpl);
 }
@@ -550,6 +550,7 @@ TEST_F(RegistryTest, JobInAnotherPidNamespaceIsAliveForAcquireAndCleanup) {
   std::string got = read_line(a);
   if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
   ASSERT_EQ(got, "held 2");
+  testing::next_clock_tick();  // b's pid 2 must not share a's start time either
   auto& b = fork_in_pid_namespace([&](int out) {
     auto reg = Registry::open(ns);
     auto l = reg->acquire(job("b", 0, 1, {{"/data/x", true}}));
@@ -595,6 +596,7 @@ TEST_F(RegistryTest, RegistryLockHeldByTheSameTidInAnotherPidNamespaceIsWaitedFo
   if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
   ASSERT_EQ(got, "2");
   ASSERT_EQ(read_line(a), "stopped");
+  testing::next_clock_tick();
   testing::ShmTest::Gate go;
   auto& b = fork_in_pid_namespace([&](int out) {
     report(out, std::to_string(::getpid()));

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -41,6 +42,21 @@ inline std::vector<std::string> shm_names_with(const std::string& root) {
     ::closedir(d);
   }
   return out;
+}
+
+// Returns once the kernel's clock tick (the unit of a process's start time in
+// /proc) has advanced, so a process forked next cannot share its start time
+// with one forked before: pid + start time then tells them apart, as it does
+// for processes of different containers in practice.
+inline void next_clock_tick() {
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  auto tick = [hz] {
+    struct timespec ts{};
+    ::clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (static_cast<long long>(ts.tv_sec) * hz) + ts.tv_nsec / (1000000000LL / hz);
+  };
+  const long long t0 = tick();
+  while (tick() == t0) ::usleep(1000);
 }
 
 struct ChildProc {
@@ -83,6 +99,15 @@ class ShmTest : public ::testing::Test {
     std::filesystem::remove_all(ns.lock_dir, ec);
   }
 
+  // Forgets children already waited for, closing what they reported on (a
+  // test that forks hundreds of times must not leak a pipe per child).
+  void forget_children() {
+    for (auto& c : children_) {
+      if (c.out >= 0) ::close(c.out);
+    }
+    children_.clear();
+  }
+
   // Runs f in a forked child; f gets a write fd to report on and returns the exit code.
   ChildProc& fork_child(const std::function<int(int)>& f) {
     int p[2];
@@ -114,11 +139,8 @@ class ShmTest : public ::testing::Test {
     auto until = std::chrono::steady_clock::now() + timeout;
     char ch;
     while (std::chrono::steady_clock::now() < until) {
-      fd_set set;
-      FD_ZERO(&set);
-      FD_SET(c.out, &set);
-      struct timeval tv{0, 20000};
-      if (::select(c.out + 1, &set, nullptr, nullptr, &tv) <= 0) continue;
+      struct pollfd pfd{c.out, POLLIN, 0};  // poll, not select: no FD_SETSIZE limit
+      if (::poll(&pfd, 1, 20) <= 0) continue;
       ssize_t n = ::read(c.out, &ch, 1);
       if (n <= 0) return s.empty() ? "<eof>" : s;
       if (ch == '\n') return s;

@@ -2,7 +2,9 @@
 // "/<root><suffix>" and every lock file "<lock_dir>/<root><suffix>"; processes
 // only see each other when they agree on the Namespace, so tests and trials that
 // use distinct roots never interfere. Nothing outside the root is ever touched,
-// including by cleanup.
+// including by cleanup. Besides the registry and the jobs' "<prefix:06>_*"
+// names, a namespace has two objects of its own in /dev/shm: "<root>init.lock"
+// and "<root>leases" (docs/failpoints.md lists who creates and removes each).
 #pragma once
 
 #include <filesystem>

@@ -1,7 +1,12 @@
-// Who owns a shared resource. A pid alone is not an identity (pids are reused),
-// so an owner is pid + the kernel's start time of that process (/proc/<pid>/stat
-// field 22, in clock ticks since boot). A stopped (SIGSTOP) process is alive; a
-// zombie is dead: it will never touch shared memory again.
+// A process as /proc shows it. A pid alone is not an identity (pids are
+// reused), so a ProcessId is pid + the kernel's start time of that process
+// (/proc/<pid>/stat field 22, in clock ticks since boot). A stopped (SIGSTOP)
+// process is alive; a zombie is dead: it will never touch shared memory again.
+//
+// shmcoord's own liveness decisions do not use this: they use kernel leases
+// (registry.h), which also hold across pid namespaces, where the owner's pid
+// is not in our /proc. ProcessId is kept in records for messages, and to tell
+// a stopped owner that shares our pid namespace apart.
 #pragma once
 
 #include <sys/types.h>
