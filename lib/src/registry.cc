@@ -159,8 +159,8 @@ struct Core {
     return false;
   }
 
-  // Removes the names listed for prefixes in `victims`; `rep` (if any) hears
-  // each. Returns the prefixes where something stayed (another user's).
+  // Removes the listed names; `rep` and `removed` (if given) hear of each.
+  // Returns the prefixes where something stayed (another user's).
   std::vector<int> remove_names(const std::map<int, std::vector<OwnedEntry>>& owned, CleanReport* rep,
                                 std::vector<std::string>* removed) {
     std::vector<int> stuck;
