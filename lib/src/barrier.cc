@@ -55,10 +55,6 @@ std::string who(const Participant& q, int slot) {
   return "participant " + std::to_string(slot) + " (" + describe_owner(q.who) + ")";
 }
 
-bool same_owner(const records::Owner& a, const records::Owner& b) {
-  return a.lease_token != 0 && a.lease_token == b.lease_token && a.lease_cell == b.lease_cell;
-}
-
 // Every event a waiter must see changes `seq` before the wake, so a waiter
 // between its checks and FUTEX_WAIT cannot sleep through it. The wake syscall
 // is skipped when nobody waits: `waiters` is raised before FUTEX_WAIT and `seq`

@@ -217,9 +217,7 @@ LeaseProbe::~LeaseProbe() {
   if (own_fd_) ::close(fd_);
 }
 
-bool LeaseProbe::is_self(const records::Owner& o) const {
-  return self_.lease_token != 0 && o.lease_token == self_.lease_token && o.lease_cell == self_.lease_cell;
-}
+bool LeaseProbe::is_self(const records::Owner& o) const { return same_owner(self_, o); }
 
 bool LeaseProbe::alive(const records::Owner& o) {
   if (o.lease_token == 0 || o.lease_cell >= kLeaseCells) return false;

@@ -86,6 +86,11 @@ class LeaseProbe {
   bool missing_ = false;  // no leases file: nobody holds a lease
 };
 
+// The same holding process: the same lease (cell and token).
+inline bool same_owner(const records::Owner& a, const records::Owner& b) {
+  return a.lease_token != 0 && a.lease_token == b.lease_token && a.lease_cell == b.lease_cell;
+}
+
 // "pid 12" or "pid 12 in another pid namespace": who an owner is, for messages.
 std::string describe_owner(const records::Owner& o);
 

@@ -74,10 +74,6 @@ bool in_use(std::uint32_t state) {
          state == records::kSlotWithdrawn;
 }
 
-bool same_owner(const Owner& a, const Owner& b) {
-  return a.lease_token != 0 && a.lease_token == b.lease_token && a.lease_cell == b.lease_cell;
-}
-
 bool cas(std::uint32_t& w, std::uint32_t from, std::uint32_t to) {
   return std::atomic_ref<std::uint32_t>(w).compare_exchange_strong(from, to, std::memory_order_acq_rel);
 }
