@@ -382,6 +382,13 @@ Status Barrier::detach() {
     if (r && list_owned(I.ns).empty() && remove_leases_if_unused(I.ns).empty()) (void)lock->unlink_held();
     return r;
   }
+  // The last detacher may have tried the leases file while we still held our
+  // cell (we drop it only after leaving the barrier lock) and so kept it. The
+  // init lock orders us against it: either it has not unlinked the barrier yet
+  // (then it will find our cell free), or it has and the tidying is ours.
+  if (auto lock = InitLock::acquire(I.ns, Deadline::after(std::chrono::milliseconds(2000))); lock) {
+    if (list_owned(I.ns).empty() && remove_leases_if_unused(I.ns).empty()) (void)lock->unlink_held();
+  }
   return {};
 }
 
