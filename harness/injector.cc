@@ -1,9 +1,11 @@
 #include "injector.h"
 
 #include <algorithm>
-#include <set>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
+#include <set>
 
 namespace harness {
 
@@ -31,11 +33,184 @@ std::optional<std::string> only_keys(const FaultSpec& f, std::initializer_list<c
   return std::nullopt;
 }
 
+namespace {
+
+const char* json_type(const nlohmann::json& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number_float()) return "a float";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "a table";
+  return "null";
+}
+
+std::string quoted(const std::string& key) { return "'" + key + "'"; }
+
+// An integer JSON value as int64 without wrapping; false if it does not fit.
+bool as_int64(const nlohmann::json& v, std::int64_t* out) {
+  if (v.is_number_unsigned()) {
+    auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(INT64_MAX)) return false;
+    *out = static_cast<std::int64_t>(u);
+    return true;
+  }
+  if (v.is_number_integer()) {
+    *out = v.get<std::int64_t>();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> param_int(const FaultSpec& f, const std::string& key, std::int64_t def, std::int64_t lo,
+                                     std::int64_t hi, std::int64_t* out) {
+  *out = def;
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  std::int64_t x = 0;
+  if (!v.is_number_integer() && !v.is_number_unsigned()) {
+    return quoted(key) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], not " +
+           json_type(v);
+  }
+  if (!as_int64(v, &x) || x < lo || x > hi) {
+    return quoted(key) + " = " + v.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  }
+  *out = x;
+  return std::nullopt;
+}
+
+std::optional<std::string> param_int(const FaultSpec& f, const std::string& key, int def, int lo, int hi, int* out) {
+  std::int64_t x = def;
+  auto e = param_int(f, key, static_cast<std::int64_t>(def), lo, hi, &x);
+  *out = static_cast<int>(x);
+  return e;
+}
+
+std::optional<std::string> param_double(const FaultSpec& f, const std::string& key, double def, double lo_excl,
+                                        double hi_incl, double* out) {
+  *out = def;
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  auto range = "(" + nlohmann::json(lo_excl).dump() + ", " + nlohmann::json(hi_incl).dump() + "]";
+  if (!v.is_number()) return quoted(key) + " must be a number in " + range + ", not " + json_type(v);
+  double x = v.get<double>();
+  if (!(x > lo_excl && x <= hi_incl)) return quoted(key) + " = " + v.dump() + " is out of range " + range;
+  *out = x;
+  return std::nullopt;
+}
+
+std::optional<std::string> param_bool(const FaultSpec& f, const std::string& key, bool def, bool* out) {
+  *out = def;
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  if (!v.is_boolean()) return quoted(key) + " must be true or false, not " + json_type(v);
+  *out = v.get<bool>();
+  return std::nullopt;
+}
+
+std::optional<std::string> param_string(const FaultSpec& f, const std::string& key, const std::string& def,
+                                        std::initializer_list<const char*> allowed, std::string* out) {
+  *out = def;
+  std::string words;
+  for (const char* a : allowed) words += (words.empty() ? "" : ", ") + std::string(a);
+  auto why = [&] { return quoted(key) + (allowed.size() ? " must be one of " + words : " must be a non-empty string"); };
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  if (!v.is_string()) return why() + ", not " + json_type(v);
+  std::string x = v.get<std::string>();
+  if (x.empty()) return why();
+  if (allowed.size() && std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return x == a; })) {
+    return why() + ", not \"" + x + "\"";
+  }
+  *out = std::move(x);
+  return std::nullopt;
+}
+
+std::optional<std::string> param_strings(const FaultSpec& f, const std::string& key,
+                                         const std::vector<std::string>& def, std::vector<std::string>* out) {
+  *out = def;
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  const std::string why = quoted(key) + " must be a non-empty string or a non-empty list of them";
+  out->clear();
+  if (v.is_string()) {
+    out->push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_string()) return why + " (an element is " + json_type(x) + ")";
+      out->push_back(x.get<std::string>());
+    }
+  } else {
+    return why + ", not " + json_type(v);
+  }
+  if (out->empty() || std::any_of(out->begin(), out->end(), [](const std::string& x) { return x.empty(); })) return why;
+  return std::nullopt;
+}
+
+std::optional<std::string> param_ints(const FaultSpec& f, const std::string& key, const std::vector<int>& def, int lo,
+                                      int hi, std::vector<int>* out) {
+  *out = def;
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  const std::string why = quoted(key) + " must be a non-empty list of integers in [" + std::to_string(lo) + ", " +
+                          std::to_string(hi) + "]";
+  if (!v.is_array() || v.empty()) return why + (v.is_array() ? "" : std::string(", not ") + json_type(v));
+  out->clear();
+  for (const auto& x : v) {
+    std::int64_t n = 0;
+    if (!as_int64(x, &n) || n < lo || n > hi) return why + " (got " + x.dump() + ")";
+    out->push_back(static_cast<int>(n));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> param_errno(const FaultSpec& f, const std::string& key, const std::string& def, Rng& rng,
+                                       int* out) {
+  static const std::pair<const char*, int> kNames[] = {
+      {"EACCES", EACCES}, {"EPERM", EPERM},   {"ENOSPC", ENOSPC}, {"EMFILE", EMFILE}, {"ENFILE", ENFILE},
+      {"EIO", EIO},       {"ENOMEM", ENOMEM}, {"EAGAIN", EAGAIN}, {"EINTR", EINTR},   {"EEXIST", EEXIST},
+      {"ENOENT", ENOENT}};
+  constexpr int kMaxErrno = 4095;  // the kernel's MAX_ERRNO
+  const std::string why = quoted(key) +
+                          " must be an errno name (EACCES, EPERM, ENOSPC, EMFILE, ENFILE, EIO, ENOMEM, EAGAIN, "
+                          "EINTR, EEXIST, ENOENT), \"random\" or a number in [1, 4095]";
+  nlohmann::json v = f.params.contains(key) ? f.params[key] : nlohmann::json(def);
+  std::int64_t n = 0;
+  if (as_int64(v, &n)) {
+    if (n < 1 || n > kMaxErrno) return why + ", not " + v.dump();
+    *out = static_cast<int>(n);
+    return std::nullopt;
+  }
+  if (!v.is_string()) return why + ", not " + json_type(v);
+  const std::string name = v.get<std::string>();
+  if (name == "random") {
+    static const int kChoices[] = {EACCES, EPERM, EIO};
+    *out = kChoices[std::uniform_int_distribution<int>(0, 2)(rng)];
+    return std::nullopt;
+  }
+  for (const auto& [k, e] : kNames) {
+    if (name == k) {
+      *out = e;
+      return std::nullopt;
+    }
+  }
+  if (!name.empty() && name.size() <= 4 && name.find_first_not_of("0123456789") == std::string::npos) {
+    n = std::stoll(name);
+    if (n >= 1 && n <= kMaxErrno) {
+      *out = static_cast<int>(n);
+      return std::nullopt;
+    }
+  }
+  return why + ", not \"" + name + "\"";
+}
+
 std::optional<std::string> param_range(const FaultSpec& f, const std::string& key, MsRange def, MsRange* out) {
   *out = def;
   if (!f.params.contains(key)) return std::nullopt;
   const auto& v = f.params[key];
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= 600000) {
     out->min = out->max = Ms(v.get<std::int64_t>());
     return std::nullopt;
   }
@@ -53,21 +228,13 @@ std::int64_t pick_ns(Rng& rng, MsRange r) {
 std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rng& rng, int* job, int* rank) {
   int njobs = static_cast<int>(s.jobs.size());
   if (f.params.contains("job")) {
-    const auto& v = f.params["job"];
-    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= njobs) {
-      return "'job' must be an integer in [0, " + std::to_string(njobs) + ")";
-    }
-    *job = v.get<int>();
+    if (auto e = param_int(f, "job", 0, 0, njobs - 1, job)) return e;
   } else {
     *job = std::uniform_int_distribution<int>(0, njobs - 1)(rng);
   }
   int nranks = s.jobs[*job].ranks;
   if (f.params.contains("rank")) {
-    const auto& v = f.params["rank"];
-    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= nranks) {
-      return "'rank' must be an integer in [0, " + std::to_string(nranks) + ") for job " + std::to_string(*job);
-    }
-    *rank = v.get<int>();
+    if (auto e = param_int(f, "rank", 0, 0, nranks - 1, rank)) return *e + " (ranks of job " + std::to_string(*job) + ")";
   } else {
     *rank = std::uniform_int_distribution<int>(0, nranks - 1)(rng);
   }
@@ -88,26 +255,12 @@ std::optional<std::string> pick_distinct_targets(const FaultSpec& f, const Scena
   return std::nullopt;
 }
 
-std::optional<int> errno_param(const std::string& name, Rng& rng) {
-  static const std::pair<const char*, int> kNames[] = {
-      {"EACCES", EACCES}, {"EPERM", EPERM}, {"ENOSPC", ENOSPC}, {"EMFILE", EMFILE}, {"ENFILE", ENFILE},
-      {"EIO", EIO},       {"ENOMEM", ENOMEM}, {"EAGAIN", EAGAIN}, {"EINTR", EINTR}, {"EEXIST", EEXIST},
-      {"ENOENT", ENOENT}};
-  if (name == "random") {
-    static const int kChoices[] = {EACCES, EPERM, EIO};
-    return kChoices[std::uniform_int_distribution<int>(0, 2)(rng)];
-  }
-  for (const auto& [n, v] : kNames) {
-    if (name == n) return v;
-  }
-  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) return std::atoi(name.c_str());
-  return std::nullopt;
-}
-
 std::optional<std::string> pick_workers(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p,
                                         std::vector<WorkerPlan*>* out) {
   out->clear();
-  if (f.params.value("random_rank", false)) {
+  bool random_rank = false;
+  if (auto e = param_bool(f, "random_rank", false, &random_rank)) return e;
+  if (random_rank) {
     int job, rank;
     if (auto e = pick_target(f, s, rng, &job, &rank)) return e;
     for (auto& w : p.workers) {
@@ -117,25 +270,25 @@ std::optional<std::string> pick_workers(const FaultSpec& f, const Scenario& s, R
   }
   int njobs = static_cast<int>(s.jobs.size());
   int job = -1, rank = -1;
-  if (f.params.contains("job")) {
-    const auto& v = f.params["job"];
-    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= njobs) {
-      return "'job' must be an integer in [0, " + std::to_string(njobs) + ")";
-    }
-    job = v.get<int>();
-  }
-  if (f.params.contains("rank")) {
-    const auto& v = f.params["rank"];
-    int limit = job >= 0 ? s.jobs[job].ranks : 64;
-    if (!v.is_number_integer() || v.get<int>() < 0 || v.get<int>() >= limit) {
-      return "'rank' must be an integer in [0, " + std::to_string(limit) + ")";
-    }
-    rank = v.get<int>();
-  }
+  if (auto e = param_int(f, "job", -1, 0, njobs - 1, &job)) return e;
+  int limit = job >= 0 ? s.jobs[job].ranks : 64;
+  if (auto e = param_int(f, "rank", -1, 0, limit - 1, &rank)) return e;
   for (auto& w : p.workers) {
     if ((job < 0 || w.job == job) && (rank < 0 || w.rank == rank)) out->push_back(&w);
   }
   if (out->empty()) return std::string("no worker matches 'job'/'rank'");
+  return std::nullopt;
+}
+
+}  // namespace harness
+
+namespace harness {
+
+std::optional<std::string> check_failpoint(const std::string& key, const std::string& point) {
+  // TODO(faults): check against shmcoord's list of failpoints once lib exports it.
+  if (point.empty() || point.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789/_-") != std::string::npos) {
+    return "'" + key + "': \"" + point + "\" is not a failpoint name (see docs/failpoints.md)";
+  }
   return std::nullopt;
 }
 

@@ -39,6 +39,32 @@ struct InjectorRegistration {
 #define SHMSTRESS_REGISTER_INJECTOR(...) \
   static ::harness::InjectorRegistration SHMSTRESS_INJ_CONCAT(injector_reg_, __LINE__)(::harness::InjectorInfo{__VA_ARGS__})
 
+// Typed parameter accessors. Each leaves the default in *out when the key is
+// absent and returns nullopt; a value of the wrong TOML type, out of range or
+// not among the allowed words is an error that quotes the key ('limit'), so
+// the caller can point at that key's line. None of them throws or aborts.
+std::optional<std::string> param_int(const FaultSpec& f, const std::string& key, std::int64_t def, std::int64_t lo,
+                                     std::int64_t hi, std::int64_t* out);
+std::optional<std::string> param_int(const FaultSpec& f, const std::string& key, int def, int lo, int hi, int* out);
+std::optional<std::string> param_double(const FaultSpec& f, const std::string& key, double def, double lo_excl,
+                                        double hi_incl, double* out);
+std::optional<std::string> param_bool(const FaultSpec& f, const std::string& key, bool def, bool* out);
+// `allowed` empty: any non-empty string.
+std::optional<std::string> param_string(const FaultSpec& f, const std::string& key, const std::string& def,
+                                        std::initializer_list<const char*> allowed, std::string* out);
+// A string or a non-empty list of strings.
+std::optional<std::string> param_strings(const FaultSpec& f, const std::string& key,
+                                         const std::vector<std::string>& def, std::vector<std::string>* out);
+// A non-empty list of integers in [lo, hi].
+std::optional<std::string> param_ints(const FaultSpec& f, const std::string& key, const std::vector<int>& def, int lo,
+                                      int hi, std::vector<int>* out);
+// "EACCES", "EPERM", ..., "random" (one of EACCES/EPERM/EIO, drawn with the
+// rng), or an errno number 1..4095 (integer or digits).
+std::optional<std::string> param_errno(const FaultSpec& f, const std::string& key, const std::string& def, Rng& rng,
+                                       int* out);
+// A failpoint the native subject knows (shmcoord::failpoint's list), or an error.
+std::optional<std::string> check_failpoint(const std::string& key, const std::string& point);
+
 // Helpers shared by injectors: parse "10-200ms" style params and pick targets.
 std::optional<std::string> param_range(const FaultSpec& f, const std::string& key, MsRange def, MsRange* out);
 std::int64_t pick_ns(Rng& rng, MsRange r);
@@ -47,9 +73,6 @@ std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rn
 // `count` distinct (job, rank) targets, each picked like pick_target.
 std::optional<std::string> pick_distinct_targets(const FaultSpec& f, const Scenario& s, Rng& rng, int count,
                                                  std::vector<std::pair<int, int>>* out);
-// "EACCES", "EPERM", ... or a number; "random" picks one of EACCES/EPERM/EIO
-// with the rng. nullopt for an unknown name.
-std::optional<int> errno_param(const std::string& name, Rng& rng);
 // The workers a fault aims at: params "job" (else all jobs) and "rank" (else
 // every rank of the chosen jobs); with "random_rank = true" one seeded rank.
 std::optional<std::string> pick_workers(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p,

@@ -1,7 +1,9 @@
 // crash-point: the native subject SIGKILLs itself at a named failpoint
 // (docs/failpoints.md) or, with `enumerate = N`, at the k-th failpoint it
 // passes where k = trial index mod N + 1, so N trials visit every crash window
-// on that rank's path in turn. Params: point, job, rank, enumerate.
+// on that rank's path in turn. `point` may be a list: trial i uses the
+// (i mod length)-th, so a scenario visits each named window in turn.
+// Params: point, job, rank, enumerate.
 #include "injector.h"
 
 namespace harness {
@@ -14,19 +16,24 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   bool has_point = f.params.contains("point");
   bool has_enum = f.params.contains("enumerate");
   if (has_point == has_enum) return std::string("give exactly one of 'point' or 'enumerate'");
+  std::vector<std::string> points;
+  int enumerate = 0;
+  if (has_point) {
+    if (auto e = param_strings(f, "point", {}, &points)) return e;
+    for (const auto& point : points) {
+      if (auto e = check_failpoint("point", point)) return e;
+    }
+  } else if (auto e = param_int(f, "enumerate", 1, 1, 100000, &enumerate)) {
+    return e;
+  }
   for (auto& w : p.workers) {
     if (w.job != job || w.rank != rank) continue;
     if (has_point) {
-      if (!f.params["point"].is_string()) return std::string("'point' must be a failpoint name string");
-      std::string point = f.params["point"].get<std::string>();
+      const std::string& point = points[static_cast<std::size_t>(p.trial) % points.size()];
       auto& list = w.env["SHMSTRESS_FIU_ENABLE"];
       list += (list.empty() ? "" : ",") + point;
     } else {
-      const auto& v = f.params["enumerate"];
-      if (!v.is_number_integer() || v.get<int>() < 1 || v.get<int>() > 100000) {
-        return std::string("'enumerate' must be an integer in [1, 100000]");
-      }
-      w.env["SHMCOORD_CRASH_AT"] = std::to_string(p.trial % v.get<int>() + 1);
+      w.env["SHMCOORD_CRASH_AT"] = std::to_string(p.trial % enumerate + 1);
     }
   }
   return std::nullopt;

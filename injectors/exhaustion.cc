@@ -9,8 +9,8 @@ namespace {
 
 std::optional<std::string> plan_emfile(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"limit", "job", "rank", "random_rank"})) return e;
-  int limit = f.params.value("limit", 6);
-  if (limit < 3 || limit > 4096) return std::string("'limit' must be in [3, 4096]");
+  int limit = 6;
+  if (auto e = param_int(f, "limit", 6, 3, 4096, &limit)) return e;
   std::vector<WorkerPlan*> ws;
   if (auto e = pick_workers(f, s, rng, p, &ws)) return e;
   for (auto* w : ws) {
@@ -22,10 +22,23 @@ std::optional<std::string> plan_emfile(const FaultSpec& f, const Scenario& s, Rn
 
 std::optional<std::string> plan_enospc(const FaultSpec& f, const Scenario&, Rng&, TrialPlan& p) {
   if (auto e = only_keys(f, {"size"})) return e;
-  std::string size = f.params.value("size", std::string("1m"));
-  if (size.empty() || size.find_first_not_of("0123456789kmg") != std::string::npos) {
-    return std::string("'size' must be a tmpfs size like \"1m\" or \"512k\"");
+  std::string size;
+  if (auto e = param_string(f, "size", "1m", {}, &size)) return e;
+  // tmpfs reads size=0 as "no limit": only a positive size is a fault. At
+  // least one page, at most 1 GiB (the trial's /dev/shm lives in memory).
+  const std::string why = "'size' must be a tmpfs size like \"1m\" or \"512k\" between 4k and 1g, not \"" + size + "\"";
+  std::size_t digits = size.find_first_not_of("0123456789");
+  if (digits == 0 || size.size() > 12 || (digits != std::string::npos && digits + 1 != size.size())) return why;
+  std::uint64_t bytes = std::stoull(size.substr(0, digits));
+  if (digits != std::string::npos) {
+    switch (size.back()) {
+      case 'k': bytes <<= 10; break;
+      case 'm': bytes <<= 20; break;
+      case 'g': bytes <<= 30; break;
+      default: return why;
+    }
   }
+  if (bytes < 4096 || bytes > (1ULL << 30)) return why;
   p.shm_size = size;
   p.actions.push_back(Action{0, -1, -1, 0, "enospc", "instant", {{"shm_size", size}}});
   return std::nullopt;

@@ -15,32 +15,33 @@ constexpr const char* kPreload = "/usr/lib/fiu/fiu_run_preload.so /usr/lib/fiu/f
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"enable", "errno", "probability", "job", "rank", "random_rank"})) return e;
-  std::vector<std::string> names;
-  const auto& en = f.params.value("enable", nlohmann::json());
-  if (en.is_string()) names.push_back(en.get<std::string>());
-  if (en.is_array()) {
-    for (const auto& x : en) {
-      if (x.is_string()) names.push_back(x.get<std::string>());
-    }
+  if (!f.params.contains("enable")) {
+    return std::string("'enable' must be a libfiu point name (e.g. \"posix/io/dir/opendir\") or a list");
   }
-  if (names.empty()) return std::string("'enable' must be a libfiu point name (e.g. \"posix/io/dir/opendir\") or a list");
-  auto err = errno_param(f.params.value("errno", std::string("EACCES")), rng);
-  if (!err) return std::string("'errno' must be EACCES, EPERM, ..., a number, or \"random\"");
-  double prob = f.params.value("probability", 1.0);
-  if (!(prob > 0 && prob <= 1)) return std::string("'probability' must be in (0, 1]");
+  std::vector<std::string> names;
+  if (auto e = param_strings(f, "enable", {}, &names)) return e;
+  for (const auto& n : names) {
+    // One FIU_ENABLE command per line, options after a comma: neither may
+    // appear in a name.
+    if (n.find_first_of(",\n=") != std::string::npos) return "'enable': \"" + n + "\" is not a libfiu point name";
+  }
+  int err = 0;
+  if (auto e = param_errno(f, "errno", "EACCES", rng, &err)) return e;
+  double prob = 1;
+  if (auto e = param_double(f, "probability", 1.0, 0.0, 1.0, &prob)) return e;
   std::vector<WorkerPlan*> ws;
   if (auto e = pick_workers(f, s, rng, p, &ws)) return e;
   std::string cmds;
   for (const auto& n : names) {
-    cmds += prob < 1 ? "enable_random name=" + n + ",failinfo=" + std::to_string(*err) + ",probability=" + std::to_string(prob)
-                     : "enable name=" + n + ",failinfo=" + std::to_string(*err);
+    cmds += prob < 1 ? "enable_random name=" + n + ",failinfo=" + std::to_string(err) + ",probability=" + std::to_string(prob)
+                     : "enable name=" + n + ",failinfo=" + std::to_string(err);
     cmds += "\n";
   }
   for (auto* w : ws) {
     w->env["LD_PRELOAD"] = kPreload;
     w->env["FIU_ENABLE"] = cmds;
     w->env["FIU_CTRL_FIFO"] = "";
-    p.actions.push_back(Action{0, w->job, w->rank, 0, "fiu-preload", "instant", {{"enable", names}, {"errno", *err}}});
+    p.actions.push_back(Action{0, w->job, w->rank, 0, "fiu-preload", "instant", {{"enable", names}, {"errno", err}}});
   }
   return std::nullopt;
 }

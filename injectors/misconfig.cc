@@ -2,7 +2,8 @@
 // "process-count" (the rank tells the barrier `count`, default ranks+1),
 // "late-joiner" (the rank attaches to the barrier `delay` after acquiring,
 // default 200ms), "lock-dir" (the rank's lock dir and TMPDIR differ from its
-// peers'); job, rank (default 0). Missing and wrong local world sizes are job
+// peers': a directory the supervisor makes inside the trial's lock dir and
+// removes at the heal, after auditing what is in it); job, rank (default 0). Missing and wrong local world sizes are job
 // settings in the scenario (local_world_size = "missing" | N).
 #include "injector.h"
 
@@ -11,7 +12,9 @@ namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"what", "job", "rank", "count", "delay"})) return e;
-  std::string what = f.params.value("what", std::string());
+  std::string what;
+  if (!f.params.contains("what")) return std::string("'what' must be one of process-count, late-joiner, lock-dir");
+  if (auto e = param_string(f, "what", "", {"process-count", "late-joiner", "lock-dir"}, &what)) return e;
   std::vector<WorkerPlan*> ws;
   FaultSpec one = f;
   if (!one.params.contains("rank")) one.params["rank"] = 0;
@@ -20,8 +23,8 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   nlohmann::json detail = {{"what", what}};
   for (auto* w : ws) {
     if (what == "process-count") {
-      int count = f.params.value("count", s.jobs[w->job].ranks + 1);
-      if (count < 1 || count > 64) return std::string("'count' must be in [1, 64]");
+      int count = 0;
+      if (auto e = param_int(f, "count", s.jobs[w->job].ranks + 1, 1, 64, &count)) return e;
       w->env["SHMSTRESS_BARRIER_PROCS"] = std::to_string(count);
       detail["count"] = count;
     } else if (what == "late-joiner") {
@@ -31,8 +34,6 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
       detail["delay_ms"] = w->env["SHMSTRESS_ATTACH_DELAY_MS"];
     } else if (what == "lock-dir") {
       w->lock_subdir = "elsewhere";
-    } else {
-      return std::string("'what' must be process-count, late-joiner or lock-dir");
     }
     p.actions.push_back(Action{0, w->job, w->rank, 0, "misconfig", "instant", detail});
   }

@@ -15,20 +15,23 @@ namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration"})) return e;
-  std::string after = f.params.value("after", std::string());
+  std::string after;
+  if (auto e = param_string(f, "after", "", {}, &after)) return e;
   auto colon = after.find(':');
-  if (colon == std::string::npos || colon == 0) return std::string("'after' must be TYPE:OP, e.g. \"ok:acquire\"");
+  if (colon == std::string::npos || colon == 0 || colon + 1 == after.size()) {
+    return std::string("'after' must be TYPE:OP, e.g. \"ok:acquire\"");
+  }
   FaultSpec who = f;
   if (!who.params.contains("job")) who.params["job"] = 0;
   if (!who.params.contains("rank")) who.params["rank"] = 0;
   int job, rank;
   if (auto e = pick_target(who, s, rng, &job, &rank)) return e;
-  int target = f.params.value("target_rank", rank);
-  if (target < 0 || target >= s.jobs[job].ranks) return std::string("'target_rank' outside the job");
-  int nth = f.params.value("nth", 1);
-  if (nth < 1) return std::string("'nth' must be at least 1");
-  std::string sig = f.params.value("signal", std::string("kill"));
-  if (sig != "kill" && sig != "stop") return std::string("'signal' must be kill or stop");
+  int target = rank;
+  if (auto e = param_int(f, "target_rank", rank, 0, s.jobs[job].ranks - 1, &target)) return e;
+  int nth = 1;
+  if (auto e = param_int(f, "nth", 1, 1, 1000000, &nth)) return e;
+  std::string sig;
+  if (auto e = param_string(f, "signal", "kill", {"kill", "stop"}, &sig)) return e;
   MsRange delay, dur;
   if (auto e = param_range(f, "delay", MsRange{Ms(0), Ms(0)}, &delay)) return e;
   if (auto e = param_range(f, "duration", MsRange{Ms(200), Ms(200)}, &dur)) return e;

@@ -24,7 +24,9 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   if (auto e = param_range(f, "duration", MsRange{Ms(1), Ms(2000)}, &dur)) return e;
   if (auto e = param_range(f, "stagger", MsRange{Ms(0), Ms(50)}, &stagger)) return e;
   std::vector<std::pair<int, int>> order;
-  if (auto e = pick_distinct_targets(f, s, rng, f.params.value("count", 1), &order)) return e;
+  int count = 1;
+  if (auto e = param_int(f, "count", 1, 1, 256, &count)) return e;
+  if (auto e = pick_distinct_targets(f, s, rng, count, &order)) return e;
   std::shuffle(order.begin(), order.end(), rng);
   // Stop one by one...
   std::int64_t t = pick_ns(rng, at);

@@ -1,29 +1,32 @@
 // stale-lock: lock files left in the trial's lock dir. Params: prefixes (list),
-// kind (default "barrier_filelock"), holder = "dead" (the file names a dead
-// pid) | "reused-pid" (it names a pid now used by a live unrelated process) |
-// "stopped" (flock held by a SIGSTOPped process) | "inherited" (flock kept by
-// an fd a forgotten child of a dead process inherited). A held lock is a live
-// owner's: no cleanup may remove it while held; the heal releases it.
+// suffix (default "barrier_filelock": the file is <root><prefix:06>_<suffix>;
+// it was called `kind` once, which the fault's own `kind` key shadowed),
+// holder = "dead" (the file names a dead pid) | "reused-pid" (it names a pid
+// now used by a live unrelated process) | "stopped" (flock held by a
+// SIGSTOPped process) | "inherited" (flock kept by an fd a forgotten child of a
+// dead process inherited). A held lock is a live owner's: no cleanup may
+// remove it while held; the heal releases it. For shmcoord's own init lock see
+// init-lock.
 #include "injector.h"
 
 namespace harness {
 namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario&, Rng&, TrialPlan& p) {
-  if (auto e = only_keys(f, {"prefixes", "kind", "holder"})) return e;
+  if (auto e = only_keys(f, {"prefixes", "suffix", "holder"})) return e;
   std::vector<int> prefixes;
-  for (const auto& x : f.params.value("prefixes", nlohmann::json::array({0}))) {
-    if (!x.is_number_integer() || x.get<int>() < 0 || x.get<int>() > 999999) return std::string("'prefixes' must be a list of ints in [0, 999999]");
-    prefixes.push_back(x.get<int>());
+  if (auto e = param_ints(f, "prefixes", {0}, 0, 999999, &prefixes)) return e;
+  std::string suffix;
+  if (auto e = param_string(f, "suffix", "barrier_filelock", {}, &suffix)) return e;
+  if (suffix.size() > 64 || suffix.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                                std::string::npos) {
+    return "'suffix' must be 1-64 of [A-Za-z0-9._-] (a file name), not \"" + suffix + "\"";
   }
-  std::string kind = f.params.value("kind", std::string("barrier_filelock"));
-  std::string holder = f.params.value("holder", std::string("dead"));
-  if (holder != "dead" && holder != "reused-pid" && holder != "stopped" && holder != "inherited") {
-    return std::string("'holder' must be dead, reused-pid, stopped or inherited");
-  }
+  std::string holder;
+  if (auto e = param_string(f, "holder", "dead", {"dead", "reused-pid", "stopped", "inherited"}, &holder)) return e;
   for (int prefix : prefixes) {
-    char name[64];
-    std::snprintf(name, sizeof name, "%06d_%s", prefix, kind.c_str());
+    char name[96];
+    std::snprintf(name, sizeof name, "%06d_%s", prefix, suffix.c_str());
     Seed sd;
     sd.fault = "stale-lock";
     sd.where = "lock";

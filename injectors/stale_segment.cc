@@ -25,20 +25,20 @@ std::string content_for(const std::string& how, int prefix, Rng& rng) {
 std::optional<std::string> plan(const FaultSpec& f, const Scenario&, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"prefixes", "kinds", "content", "uid"})) return e;
   std::vector<int> prefixes;
-  for (const auto& x : f.params.value("prefixes", nlohmann::json::array({0}))) {
-    if (!x.is_number_integer() || x.get<int>() < 0 || x.get<int>() > 999999) return std::string("'prefixes' must be a list of ints in [0, 999999]");
-    prefixes.push_back(x.get<int>());
-  }
+  if (auto e = param_ints(f, "prefixes", {0}, 0, 999999, &prefixes)) return e;
   std::vector<std::string> kinds;
-  for (const auto& x : f.params.value("kinds", nlohmann::json::array({"locals", "barrier"}))) {
-    if (!x.is_string()) return std::string("'kinds' must be a list of strings");
-    kinds.push_back(x.get<std::string>());
+  if (auto e = param_strings(f, "kinds", {"locals", "barrier"}, &kinds)) return e;
+  for (const auto& k : kinds) {
+    // Part of a name in /dev/shm: no "/", no NUL, nothing a shm name cannot hold.
+    if (k.size() > 64 || k.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                             std::string::npos) {
+      return "'kinds': \"" + k + "\" is not a segment kind (1-64 of [A-Za-z0-9._-])";
+    }
   }
-  std::string how = f.params.value("content", std::string("garbage"));
-  if (how != "valid" && how != "zero-length" && how != "truncated" && how != "garbage") {
-    return std::string("'content' must be valid, zero-length, truncated or garbage");
-  }
-  int uid = f.params.value("uid", -1);
+  std::string how;
+  if (auto e = param_string(f, "content", "garbage", {"valid", "zero-length", "truncated", "garbage"}, &how)) return e;
+  int uid = -1;
+  if (auto e = param_int(f, "uid", -1, 0, 2147483647, &uid)) return e;
   for (int prefix : prefixes) {
     for (const auto& kind : kinds) {
       char name[64];

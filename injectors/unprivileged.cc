@@ -2,7 +2,10 @@
 // nobody). Root ignores file modes, so this is the only way to get a real
 // EACCES in CI: the unprivileged worker meets the 0600 segments and lock files
 // of root's workers — and root's cleanup meets the unprivileged worker's live
-// entries, which it must leave alone. Params: uid, job, rank, random_rank.
+// entries, which it must leave alone. Entries that uid creates are another
+// user's: the supervisor lists them at the audit as `foreign` (no cleanup of
+// root's may remove them, so they are no leak). Params: uid, job, rank,
+// random_rank.
 #include "injector.h"
 
 namespace harness {
@@ -10,8 +13,9 @@ namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"uid", "job", "rank", "random_rank"})) return e;
-  int uid = f.params.value("uid", 65534);
-  if (uid <= 0) return std::string("'uid' must be a positive uid (not root)");
+  // uid_t is 32 bits and (uid_t)-1 means "unchanged": 1 .. 2^31-1 (not root).
+  int uid = 65534;
+  if (auto e = param_int(f, "uid", 65534, 1, 2147483647, &uid)) return e;
   std::vector<WorkerPlan*> ws;
   if (auto e = pick_workers(f, s, rng, p, &ws)) return e;
   for (auto* w : ws) {
