@@ -55,6 +55,7 @@ nlohmann::json to_json(const TrialPlan& p) {
                             {"signal", a.signal},
                             {"fault", a.fault},
                             {"phase", a.phase},
+                            {"tree", a.tree},
                             {"detail", a.detail}});
   }
   return j;

@@ -60,6 +60,10 @@ struct Action {
   // instrument. Empty on_type: a timed action.
   std::string on_type, on_op;
   int on_job = -1, on_rank = -1, on_nth = 1;
+  // The signal goes to the worker's whole process group (every worker leads
+  // its own), i.e. its process tree: a whole-job kill as OOM, a container stop
+  // or torchrun's killpg does it, CPython's resource tracker included.
+  bool tree = false;
 };
 
 struct TrialPlan {

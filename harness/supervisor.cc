@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <grp.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -15,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -46,6 +49,9 @@ constexpr int kEventsFd = 3;
     (void)!::write(report_fd, &e, sizeof e);
     ::_exit(127);
   };
+  // Its own process group, so a whole-job kill (killpg) takes its whole tree.
+  // It stays out of the terminal's foreground group like the supervisor.
+  if (::setpgid(0, 0) != 0) die(110);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) die(111);
   sigset_t none;
   sigemptyset(&none);
@@ -71,6 +77,49 @@ constexpr int kEventsFd = 3;
   die(117);
 }
 
+// One field of /proc/<pid>/stat after the command: 0 = state, 1 = ppid,
+// 2 = pgrp. Returns false if the process is gone.
+bool proc_stat(pid_t pid, char* state, int* ppid = nullptr, int* pgrp = nullptr) {
+  char path[64], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');
+  char st = 0;
+  int pp = 0, pg = 0;
+  if (!p || std::sscanf(p + 2, "%c %d %d", &st, &pp, &pg) != 3) return false;
+  *state = st;
+  if (ppid) *ppid = pp;
+  if (pgrp) *pgrp = pg;
+  return true;
+}
+
+std::vector<pid_t> proc_pids() {
+  std::vector<pid_t> out;
+  if (DIR* d = ::opendir("/proc")) {
+    while (auto* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (!n.empty() && n.find_first_not_of("0123456789") == std::string::npos) out.push_back(std::stoi(n));
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+// What a signal observably did to a process, and when, as the supervisor saw
+// it (/proc/<pid>/stat state). Taken for the fault event.
+struct Delivery {
+  std::int64_t before = 0;  // taken before kill(2): the target was certainly untouched until here
+  std::int64_t sent = 0;    // kill(2) returned: the signal is pending
+  std::int64_t effect = 0;  // first time the effect was seen (0: not seen within the bound)
+  const char* effect_name = "unconfirmed";
+  bool ok = false;          // kill(2) succeeded
+};
+
 struct Worker {
   int job = -1, rank = -1;
   bool alive = true;
@@ -80,7 +129,7 @@ struct Worker {
 
 class Supervisor {
  public:
-  Supervisor(const TrialPlan& p, const SupervisorConfig& c) : plan_(p), cfg_(c) {}
+  Supervisor(const TrialPlan& p, const SupervisorConfig& c, bool pid_ns) : plan_(p), cfg_(c), pid_ns_(pid_ns) {}
 
   int run() {
     log_ = EventLog(cfg_.trial_dir + "/history.jsonl");
@@ -95,7 +144,12 @@ class Supervisor {
 
     start_ = mono_ns();
     log_.emit({{"type", "trial"}, {"phase", "start"}, {"t", start_}, {"isolation", isolation_}, {"root", root_},
-               {"scenario", plan_.scenario}, {"trial", plan_.trial}, {"seed", plan_.seed}});
+               {"pid_namespace", pid_ns_}, {"scenario", plan_.scenario}, {"trial", plan_.trial}, {"seed", plan_.seed}});
+    if (!proc_error_.empty()) {  // pids would be looked up in another namespace's /proc: nothing is meaningful
+      log_.emit({{"type", "harness-error"}, {"message", proc_error_}});
+      log_.emit({{"type", "trial"}, {"phase", "end"}, {"timed_out", false}});
+      return 3;
+    }
     if (!cfg_.command.empty() && isolation_ != "mount-namespace" && !cfg_.allow_shared_shm) {
       // An external subject uses fixed names in /dev/shm and $TMPDIR: without a
       // private namespace it would meet (and clean up!) the machine's own.
@@ -134,8 +188,14 @@ class Supervisor {
                 ("size=" + (plan_.shm_size.empty() ? std::string("256m") : plan_.shm_size) + ",mode=1777").c_str()) == 0) {
       isolation_ = "mount-namespace";
       root_ = cfg_.shm_root.value_or("shmstress.");
+      // Our own /proc, so pids in it are those of the trial's pid namespace:
+      // the subject's liveness checks read /proc/<pid>/stat.
+      if (pid_ns_ && ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+        proc_error_ = std::string("cannot mount /proc for the trial's pid namespace: ") + std::strerror(errno);
+      }
       return;
     }
+    if (pid_ns_) proc_error_ = "in a pid namespace without a mount namespace for its /proc";
     isolation_ = "name-root";
     root_ = cfg_.fallback_root;
   }
@@ -329,9 +389,9 @@ class Supervisor {
       if (!any_worker_alive()) return;
       poll_triggers(triggers);
       std::int64_t now = mono_ns();
-      while (next < timed.size() && start_ + timed[next]->at_ns <= now) {
-        act(*timed[next++]);
-      }
+      std::vector<const Action*> due;
+      while (next < timed.size() && start_ + timed[next]->at_ns <= now) due.push_back(timed[next++]);
+      if (!due.empty()) act_all(due);
       if (now >= deadline) {
         timed_out_ = true;
         log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});
@@ -346,17 +406,130 @@ class Supervisor {
     }
   }
 
-  void act(const Action& a) {
-    if (a.job < 0) {  // aimed at the trial's world, not a worker (e.g. a small /dev/shm)
-      log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}});
-      return;
+  // Sends `sig` to the worker (or its whole process group: its tree).
+  static Delivery send(pid_t pid, int sig, bool tree) {
+    Delivery d;
+    d.before = mono_ns();
+    int rc = tree ? ::kill(-pid, sig) : -1;
+    if (rc != 0) rc = ::kill(pid, sig);
+    d.sent = mono_ns();
+    d.ok = rc == 0;
+    return d;
+  }
+
+  // Whether the effect of `sig` on pid shows in /proc/<pid>/stat: exited
+  // (SIGKILL: a zombie until we reap it, and we are its only reaper), stopped
+  // (SIGSTOP) or running again (SIGCONT).
+  static const char* effect_of(pid_t pid, int sig) {
+    char st = 0;
+    bool present = proc_stat(pid, &st);
+    if (sig == SIGKILL && (!present || st == 'Z' || st == 'X')) return "exited";
+    if (sig == SIGSTOP && present && (st == 'T' || st == 't')) return "stopped";
+    if (sig == SIGCONT && present && st != 'T' && st != 't') return "continued";
+    return nullptr;
+  }
+
+  // Watches each delivery for its effect, for at most 100 ms in all.
+  static void observe(std::vector<std::pair<pid_t, int>> targets, std::vector<Delivery*> ds) {
+    const std::int64_t until = mono_ns() + 100'000'000;
+    for (int spin = 0;; ++spin) {
+      bool pending = false;
+      for (std::size_t i = 0; i < ds.size(); ++i) {
+        Delivery& d = *ds[i];
+        if (!d.ok || d.effect) continue;
+        auto [pid, sig] = targets[i];
+        if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCONT) {
+          d.effect_name = "not observable";
+          continue;
+        }
+        if (const char* e = effect_of(pid, sig)) {
+          d.effect = mono_ns();
+          d.effect_name = e;
+        } else {
+          pending = true;
+        }
+      }
+      if (!pending || mono_ns() >= until) return;
+      if (spin > 100) {
+        struct timespec ts{0, 50'000};
+        ::nanosleep(&ts, nullptr);
+      } else {
+        ::sched_yield();
+      }
     }
-    pid_t pid = pid_of(a.job, a.rank);
-    if (pid <= 0) return;  // the target already exited: nothing happened, nothing to log
-    if (a.signal == SIGKILL) workers_[pid].killed_by_harness = true;
-    if (::kill(pid, a.signal) != 0) return;
-    log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-               {"pid", pid}, {"signal", a.signal}, {"detail", a.detail}});
+  }
+
+  // The members of a process group (the worker's tree), zombies included.
+  static Json group_members(pid_t pgid) {
+    Json out = Json::array();
+    for (pid_t p : proc_pids()) {
+      char st = 0;
+      int pg = 0;
+      if (proc_stat(p, &st, nullptr, &pg) && pg == pgid) out.push_back(p);
+    }
+    return out;
+  }
+
+  void act(const Action& a) { act_all({&a}); }
+
+  // Carries out actions due at the same moment: every signal is sent first,
+  // then their effects are watched, then each is logged, so "together" means
+  // within microseconds, not one delivery check apart.
+  void act_all(const std::vector<const Action*>& due) {
+    struct Sent {
+      const Action* a;
+      pid_t pid;
+      Delivery d;
+    };
+    std::vector<Sent> sent;
+    for (const Action* ap : due) {
+      const Action& a = *ap;
+      if (a.job < 0) {  // aimed at the trial's world, not a worker (e.g. a small /dev/shm)
+        log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}});
+        continue;
+      }
+      pid_t pid = pid_of(a.job, a.rank);
+      if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
+      if (a.signal == 0) {     // a setting the worker started with (emfile, fiu-errno, ...): log it
+        log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
+                   {"pid", pid}, {"signal", 0}, {"detail", a.detail}});
+        continue;
+      }
+      char st = 0;
+      if (!proc_stat(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
+      if (a.signal == SIGKILL) workers_[pid].killed_by_harness = true;
+      sent.push_back({&a, pid, send(pid, a.signal, a.tree)});
+    }
+    std::vector<std::pair<pid_t, int>> targets;
+    std::vector<Delivery*> ds;
+    for (auto& x : sent) {
+      targets.push_back({x.pid, x.a->signal});
+      ds.push_back(&x.d);
+    }
+    std::vector<Json> trees(sent.size());
+    for (std::size_t i = 0; i < sent.size(); ++i) {  // before the members die and are reaped
+      if (sent[i].a->tree && sent[i].d.ok) trees[i] = group_members(sent[i].pid);
+    }
+    observe(targets, ds);
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      const Action& a = *sent[i].a;
+      const Delivery& d = sent[i].d;
+      if (!d.ok) continue;
+      Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
+                {"pid", sent[i].pid}, {"signal", a.signal}, {"detail", a.detail},
+                // t: before kill(2): the target was untouched until t. sent_t:
+                // kill(2) returned, the signal was pending. effect_t: when the
+                // supervisor first saw it take effect (absent if not within
+                // 100 ms). lag_ns: effect_t (else sent_t) - t.
+                {"t", d.before}, {"sent_t", d.sent}, {"effect", d.effect_name},
+                {"lag_ns", (d.effect ? d.effect : d.sent) - d.before}};
+      if (d.effect) e["effect_t"] = d.effect;
+      if (a.tree) {
+        e["tree"] = true;
+        e["tree_pids"] = trees[i];
+      }
+      log_.emit(std::move(e));
+    }
   }
 
   // The trial's seeded files and the helpers that hold lock files, each a
@@ -454,6 +627,7 @@ class Supervisor {
       if (!w.alive) continue;
       w.killed_by_harness = true;
       w.teardown = true;
+      ::kill(-pid, SIGKILL);  // its whole tree
       ::kill(pid, SIGKILL);
     }
   }
@@ -482,23 +656,19 @@ class Supervisor {
     }
   }
 
+  // The trial's processes still alive besides us. In our own pid namespace
+  // that is everything in /proc but pid 1 (us): however a process forked,
+  // double-forked or left its group, it is in there. Without one, it is our
+  // children (we are the subreaper): a grandchild of a live orphan is only
+  // found once that orphan is gone, so the audit scans again after each kill.
   std::vector<pid_t> descendants() const {
     std::vector<pid_t> out;
-    pid_t me = ::getpid();
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      std::string n = e.path().filename();
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
-      FILE* f = std::fopen(("/proc/" + n + "/stat").c_str(), "r");
-      if (!f) continue;
-      char buf[512];
-      size_t len = std::fread(buf, 1, sizeof buf - 1, f);
-      std::fclose(f);
-      buf[len] = 0;
-      const char* p = std::strrchr(buf, ')');
-      if (!p) continue;
-      char state;
-      int ppid;
-      if (std::sscanf(p + 2, "%c %d", &state, &ppid) == 2 && ppid == me && state != 'Z') out.push_back(std::stoi(n));
+    const pid_t me = ::getpid();
+    for (pid_t p : proc_pids()) {
+      char st = 0;
+      int ppid = 0;
+      if (p == me || !proc_stat(p, &st, &ppid) || st == 'Z' || st == 'X') continue;
+      if (pid_ns_ || ppid == me) out.push_back(p);
     }
     return out;
   }
@@ -520,11 +690,27 @@ class Supervisor {
     }
     reap();
     Json orphans = Json::array();
-    for (pid_t p : has_children() ? descendants() : std::vector<pid_t>{}) {
-      orphans.push_back(p);
-      ::kill(p, SIGKILL);
+    std::set<pid_t> seen;
+    for (int round = 0; round < 50; ++round) {
+      std::vector<pid_t> left = pid_ns_ || has_children() ? descendants() : std::vector<pid_t>{};
+      bool fresh = false;
+      for (pid_t p : left) {
+        if (seen.insert(p).second) {
+          orphans.push_back(p);
+          fresh = true;
+        }
+        ::kill(p, SIGKILL);
+      }
+      if (left.empty()) break;
+      // Let the killed die and their children be re-parented to us, then look again.
+      std::int64_t until2 = mono_ns() + 20'000'000;
+      while (mono_ns() < until2) {
+        reap();
+        wait_chld(until2);
+      }
+      reap();
+      if (!fresh && round > 5) break;
     }
-    reap();
     Json shm = Json::array(), locks = Json::array();
     if (DIR* d = ::opendir("/dev/shm")) {
       while (auto* e = ::readdir(d)) {
@@ -546,8 +732,10 @@ class Supervisor {
 
   const TrialPlan& plan_;
   const SupervisorConfig& cfg_;
+  const bool pid_ns_;  // we are init of the trial's own pid namespace
   EventLog log_;
   std::string isolation_, root_, lock_dir_;
+  std::string proc_error_;  // set if the trial's pid namespace has no /proc of its own
   std::map<pid_t, Worker> workers_;
   std::map<std::string, std::string> base_env_;
   std::vector<pid_t> helpers_;                         // fault helpers holding lock files
@@ -571,9 +759,37 @@ pid_t start_supervisor(const TrialPlan& plan, const SupervisorConfig& cfg) {
   ::setpgid(0, 0);
   signal(SIGINT, SIG_IGN);  // the harness decides when a trial stops
   signal(SIGTERM, SIG_DFL);
+  // The trial's own pid namespace (with its own /proc, mounted by isolate()):
+  // the supervisor proper is its init, so every process of the trial, however
+  // it forked, is in its /proc for the orphan audit, and the kernel kills
+  // them all when the supervisor exits or dies. This process only waits for
+  // it and passes its status on.
+  bool pid_ns = false;
+  if (cfg.allow_mount_ns) {
+    int alive[2];
+    if (::pipe2(alive, O_CLOEXEC) == 0 && ::unshare(CLONE_NEWPID) == 0) {
+      pid_t init = ::fork();
+      if (init < 0) ::_exit(3);
+      if (init > 0) {
+        ::close(alive[0]);
+        int st = 0;
+        while (::waitpid(init, &st, 0) < 0 && errno == EINTR) {
+        }
+        ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 3);
+      }
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(alive[1]);
+      // The parent is outside our namespace (getppid() is 0 here): it is gone
+      // if the pipe it holds is closed.
+      struct pollfd pfd{alive[0], POLLIN, 0};
+      if (::poll(&pfd, 1, 0) != 0) ::_exit(3);
+      ::close(alive[0]);
+      pid_ns = true;
+    }
+  }
   int rc = 3;
   try {
-    rc = Supervisor(plan, cfg).run();
+    rc = Supervisor(plan, cfg, pid_ns).run();
   } catch (...) {
     rc = 3;
   }

@@ -4,24 +4,34 @@
 # the real shmcoord still passes each scenario.
 source "$(dirname "$0")/lib.sh"
 S=$1
-run() {  # run SCENARIO -> trial histories under $SCRATCH/<scenario>
-  "$S" run "scenarios/$1.toml" --trials 2 --seed 11 --keep-passing --out "$SCRATCH/$1" >"$SCRATCH/$1.log" 2>&1 \
-    || { cat "$SCRATCH/$1.log"; fail "$1: shmcoord did not pass (exit $?)"; }
+run() {  # run SCENARIO [FILE] -> trial histories under $SCRATCH/<scenario>
+  local rc=0
+  "$S" run "${2:-scenarios/$1.toml}" --trials "${TRIALS:-2}" --seed 11 --keep-passing --out "$SCRATCH/$1" \
+    >"$SCRATCH/$1.log" 2>&1 || rc=$?
+  (( rc == 0 )) || { cat "$SCRATCH/$1.log"; fail "$1: shmcoord did not pass (exit $rc)"; }
 }
-has() {  # has SCENARIO PYTHON-PREDICATE-ON-EVENT DESCRIPTION
+hasnt() {  # hasnt SCENARIO PYTHON-PREDICATE-ON-EVENT DESCRIPTION: the control
   local n
-  n=$("$PY" - "$SCRATCH/$1" "$2" <<'PYEOF'
+  n=$(count "$1" "$2")
+  (( n == 0 )) || fail "$1: saw $3 ($n events) in the control"
+  echo "$1: no $3 (control)"
+}
+count() {
+  "$PY" - "$SCRATCH/$1" "$2" <<'PYEOF'
 import glob, json, sys
 root, pred = sys.argv[1], sys.argv[2]
 n = 0
 for f in glob.glob(root + "/*/trial-*/history.jsonl"):
-    for line in open(f):
-        e = json.loads(line)
-        if eval(pred, {"e": e}):
+    ev = [json.loads(line) for line in open(f)]
+    for e in ev:
+        if eval(pred, {"e": e, "ev": ev}):
             n += 1
 print(n)
 PYEOF
-)
+}
+has() {  # has SCENARIO PYTHON-PREDICATE-ON-EVENT DESCRIPTION (e: the event, ev: its trial's events)
+  local n
+  n=$(count "$1" "$2")
   (( n > 0 )) || fail "$1: never saw $3"
   echo "$1: $3 ($n events)"
 }
@@ -67,3 +77,14 @@ PYEOF
 )
 (( n > 0 )) || fail "kill-after-acquire: no kill within 50 ms of the killed rank's acquire"
 echo "kill-after-acquire: a rank killed right after it logged its acquire ($n trials)"
+
+# Whole-job kill: each rank's process group dies (the worker and its resource
+# tracker), so nothing of job 0 removes its segments; the restart's cleanup
+# finds them. The control kills only the pids: the trackers remove them first.
+run whole-job-kill
+has whole-job-kill "e.get('type')=='fault' and e.get('kind')=='sigkill' and e.get('tree') and len(e['tree_pids'])>=2 and e['pid'] in e['tree_pids']" "a worker killed with its tracker (tree_pids)"
+has whole-job-kill "e.get('type')=='ok' and e.get('op')=='clean' and e['job']==1 and any(n.endswith('000000_shard_states') for n in e['value']['removed'])" "the restart's cleanup removing the dead job's segment"
+sed -e 's/^tree = true/tree = false/' scenarios/whole-job-kill.toml >"$SCRATCH/whole-job-kill-pids.toml"
+run whole-job-kill-pids "$SCRATCH/whole-job-kill-pids.toml"
+has whole-job-kill-pids "e.get('type')=='fault' and e.get('kind')=='sigkill' and not e.get('tree')" "the workers killed alone"
+hasnt whole-job-kill-pids "e.get('type')=='ok' and e.get('op')=='clean' and e['job']==1 and any(n.endswith('000000_shard_states') for n in e['value']['removed'])" "dead job's segment left for the restart"
