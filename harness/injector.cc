@@ -1,5 +1,7 @@
 #include "injector.h"
 
+#include "shmcoord/failpoint.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -285,11 +287,40 @@ std::optional<std::string> pick_workers(const FaultSpec& f, const Scenario& s, R
 namespace harness {
 
 std::optional<std::string> check_failpoint(const std::string& key, const std::string& point) {
-  // TODO(faults): check against shmcoord's list of failpoints once lib exports it.
-  if (point.empty() || point.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789/_-") != std::string::npos) {
-    return "'" + key + "': \"" + point + "\" is not a failpoint name (see docs/failpoints.md)";
+  if (shmcoord::failpoint::known(point)) return std::nullopt;
+  return "'" + key + "': \"" + point + "\" is not a shmcoord failpoint (docs/failpoints.md)";
+}
+
+std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::string& def_point, std::string* point,
+                                      int* nth) {
+  std::vector<std::string> points;
+  if (auto e = param_strings(f, "point", {def_point}, &points)) return e;
+  if (points.size() == 1 && points[0] == "*") points = window_points();
+  for (const auto& p : points) {
+    if (auto e = check_failpoint("point", p)) return e;
   }
+  if (f.params.contains("nth") && f.params.contains("enumerate")) return std::string("give 'nth' or 'enumerate', not both");
+  int k = 1;
+  if (auto e = param_int(f, "enumerate", 0, 1, 1000, &k)) return e;
+  if (f.params.contains("enumerate")) {
+    const std::size_t pairs = points.size() * static_cast<std::size_t>(k);
+    // Points vary fastest, so the first trials of a short run visit many points.
+    const std::size_t i = static_cast<std::size_t>(trial) % pairs;
+    *point = points[i % points.size()];
+    *nth = static_cast<int>(i / points.size()) + 1;
+    return std::nullopt;
+  }
+  if (auto e = param_int(f, "nth", 1, 1, 1000000, nth)) return e;
+  *point = points[static_cast<std::size_t>(trial) % points.size()];
   return std::nullopt;
+}
+
+std::vector<std::string> window_points() {
+  std::vector<std::string> out;
+  for (const auto& p : shmcoord::failpoint::points()) {
+    if (p.kind == shmcoord::failpoint::Kind::kWindow) out.emplace_back(p.name);
+  }
+  return out;
 }
 
 }  // namespace harness

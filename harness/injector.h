@@ -64,6 +64,17 @@ std::optional<std::string> param_errno(const FaultSpec& f, const std::string& ke
                                        int* out);
 // A failpoint the native subject knows (shmcoord::failpoint's list), or an error.
 std::optional<std::string> check_failpoint(const std::string& key, const std::string& point);
+// Every window point of shmcoord (a step inside a multi-step critical
+// section), in the library's order.
+std::vector<std::string> window_points();
+
+// Where a process stops or dies for a fault at a failpoint: `point` (a name, a
+// list, or "*" for every window point) and either `nth` (the n-th pass,
+// default 1) or `enumerate = K`, with which trial i takes the i-th pair of
+// (point, k) over every point x k in 1..K (points varying fastest), so
+// |points| x K trials visit each once.
+std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::string& def_point, std::string* point,
+                                      int* nth);
 
 // Helpers shared by injectors: parse "10-200ms" style params and pick targets.
 std::optional<std::string> param_range(const FaultSpec& f, const std::string& key, MsRange def, MsRange* out);

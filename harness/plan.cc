@@ -32,14 +32,24 @@ nlohmann::json to_json(const TrialPlan& p) {
   j["seed"] = p.seed;
   j["timeout_ms"] = p.timeout_ns / 1000000;
   j["final_cleanup"] = p.final_cleanup;
-  for (const auto& w : p.workers) {
-    j["workers"].push_back({{"job", w.job}, {"rank", w.rank}, {"local_rank", w.local_rank}, {"env", w.env},
-                            {"uid", w.uid}, {"nofile", w.nofile}, {"lock_subdir", w.lock_subdir}});
-  }
+  auto worker_json = [](const WorkerPlan& w) {
+    nlohmann::json x = {{"job", w.job}, {"rank", w.rank}, {"local_rank", w.local_rank}, {"env", w.env},
+                        {"uid", w.uid}, {"nofile", w.nofile}, {"lock_subdir", w.lock_subdir}};
+    if (w.container >= 0) x["container"] = w.container;
+    if (w.on_stop) {
+      x["on_stop"] = {{"fault", w.on_stop->fault}, {"hold_ms", w.on_stop->hold_ns / 1e6}, {"then", w.on_stop->then},
+                      {"detail", w.on_stop->detail}};
+    }
+    return x;
+  };
+  for (const auto& w : p.workers) j["workers"].push_back(worker_json(w));
+  j["ghosts"] = nlohmann::json::array();
+  for (const auto& g : p.ghosts) j["ghosts"].push_back({{"fault", g.fault}, {"worker", worker_json(g.worker)}});
   j["seeds"] = nlohmann::json::array();
   for (const auto& s : p.seeds) {
     j["seeds"].push_back({{"fault", s.fault}, {"where", s.where}, {"name", s.name}, {"bytes", s.content.size()},
-                          {"size", s.size}, {"uid", s.uid}, {"held_by", s.held_by}, {"foreign", s.foreign}});
+                          {"size", s.size}, {"uid", s.uid}, {"held_by", s.held_by}, {"foreign", s.foreign},
+                          {"release_at_ms", s.release_at_ns < 0 ? nlohmann::json() : nlohmann::json(s.release_at_ns / 1e6)}});
   }
   j["shm_size"] = p.shm_size;
   j["actions"] = nlohmann::json::array();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,33 @@ struct WorkerPlan {
   int gid = -1;
   long nofile = -1;    // >= 0: RLIMIT_NOFILE (EMFILE)
   std::string lock_subdir;  // non-empty: this worker's lock dir / TMPDIR is <lock dir>/<subdir>
+  // >= 0: the worker runs in container #n of the trial: a pid namespace with
+  // its own /proc (pid 1 a do-nothing init), over the trial's /dev/shm, as a
+  // container started with --ipc=host would. Workers of one container share it.
+  int container = -1;
+  // The worker stops itself at a failpoint (SHMCOORD_PAUSE_AT in `env`); when
+  // the supervisor sees that stop it opens `fault`'s window and, `hold_ns`
+  // later, does `then`: "continue" (SIGCONT), "replace" (SIGKILL its tree and
+  // start a new worker for the same job and rank, which attaches in its
+  // place) or "reuse-pid" (SIGKILL its tree and give its pid to an unrelated
+  // live process with another start time).
+  struct OnStop {
+    std::string fault;
+    std::int64_t hold_ns = 0;
+    std::string then = "continue";
+    nlohmann::json detail;
+  };
+  std::optional<OnStop> on_stop;
+};
+
+// A process outside the scenario's jobs (a native worker with its own events
+// file, not the history) that writes the native subject's own records - a
+// registry slot, a barrier seat - and stops itself at a failpoint; the
+// supervisor then kills its tree and reuses its pid as WorkerPlan::OnStop
+// "reuse-pid" does, before the scenario's workers start.
+struct Ghost {
+  std::string fault;
+  WorkerPlan worker;
 };
 
 // A file the supervisor creates in the trial's world before the workers start,
@@ -41,6 +69,7 @@ struct Seed {
   // child inherited).
   std::string held_by;
   bool foreign = false;
+  std::int64_t release_at_ns = -1;  // >= 0 (held lock): the holder goes this long after the trial start
   nlohmann::json detail;
 };
 
@@ -75,6 +104,7 @@ struct TrialPlan {
   std::vector<WorkerPlan> workers;
   std::vector<Action> actions;  // sorted by at_ns before the trial
   std::vector<Seed> seeds;      // created before the workers start
+  std::vector<Ghost> ghosts;    // run (and their pids reused) before the workers start
   std::string shm_size;         // tmpfs size for the trial's /dev/shm (ENOSPC), default 256m
   std::int64_t timeout_ns = 0;
   bool final_cleanup = true;

@@ -2,13 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/mount.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,13 +16,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <string_view>
-#include <algorithm>
+#include <deque>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "events.h"
 
@@ -36,51 +39,71 @@ using Json = nlohmann::json;
 
 constexpr int kEventsFd = 3;
 
-// What a worker's process must be before exec: it dies with the supervisor,
-// starts with a clean signal state, writes events on fd 3, has its stdio in
-// its log files, and takes on the injected identity and limits. Runs in the
-// forked child: only async-signal-safe calls.
-// A failure before exec is written (as errno) to `report_fd`, a close-on-exec
-// pipe: the supervisor reads nothing if exec worked.
-[[noreturn]] void exec_worker(pid_t parent, const char* exe, char* const* argv, char* const* envp, int events_fd,
-                              int out_fd, int err_fd, int uid, int gid, long nofile, int report_fd) {
-  auto die = [report_fd](int) {
+// What a worker's process needs before exec. Prepared by the parent: the
+// forked child only makes syscalls with it.
+struct ChildSetup {
+  pid_t parent = 0;  // getppid() must be this (0 in a container: its parent is outside its pid namespace)
+  const char* exe = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  int events_fd = -1, out_fd = -1, err_fd = -1;
+  int uid = -1, gid = -1;
+  long nofile = -1;
+  int report_fd = -1;
+  int mnt_ns_fd = -1;  // >= 0: enter this mount namespace (a container's, with its own /proc)
+  int cwd_fd = -1;     // where to be after entering it (setns moves us to its root)
+};
+
+// What a worker's process must be before exec: the leader of its own process
+// group, dead with the supervisor, with a clean signal state, events on fd 3,
+// stdio in its log files, and the injected identity, limits and container.
+// Runs in the forked child: only async-signal-safe calls. A failure before
+// exec is written (as errno) to `report_fd`, a close-on-exec pipe: the
+// supervisor reads nothing if exec worked.
+[[noreturn]] void exec_worker(const ChildSetup& c) {
+  auto die = [&c](int) [[noreturn]] {
     int e = errno;
-    (void)!::write(report_fd, &e, sizeof e);
+    (void)!::write(c.report_fd, &e, sizeof e);
     ::_exit(127);
   };
   // Its own process group, so a whole-job kill (killpg) takes its whole tree.
   // It stays out of the terminal's foreground group like the supervisor.
   if (::setpgid(0, 0) != 0) die(110);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) die(111);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != c.parent) die(111);
+  if (c.mnt_ns_fd >= 0 && (::setns(c.mnt_ns_fd, CLONE_NEWNS) != 0 || ::fchdir(c.cwd_fd) != 0)) die(118);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGINT, SIG_DFL);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) die(112);
-  if (events_fd == kEventsFd) {
+  if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(c.out_fd, 1) < 0 || ::dup2(c.err_fd, 2) < 0) die(112);
+  if (c.events_fd == kEventsFd) {
     if (::fcntl(kEventsFd, F_SETFD, 0) < 0) die(113);
-  } else if (::dup2(events_fd, kEventsFd) < 0) {  // dup2 clears FD_CLOEXEC on fd 3
+  } else if (::dup2(c.events_fd, kEventsFd) < 0) {  // dup2 clears FD_CLOEXEC on fd 3
     die(113);
   }
   // Close every other inherited fd but the report pipe (close-on-exec itself).
-  if (report_fd > kEventsFd + 1) ::syscall(SYS_close_range, kEventsFd + 1, report_fd - 1, 0);
-  ::syscall(SYS_close_range, std::max(kEventsFd, report_fd) + 1, ~0U, 0);
-  if (nofile >= 0) {
-    struct rlimit rl{static_cast<rlim_t>(nofile), static_cast<rlim_t>(nofile)};
+  if (c.report_fd > kEventsFd + 1) ::syscall(SYS_close_range, kEventsFd + 1, c.report_fd - 1, 0);
+  ::syscall(SYS_close_range, std::max(kEventsFd, c.report_fd) + 1, ~0U, 0);
+  if (c.nofile >= 0) {
+    struct rlimit rl{static_cast<rlim_t>(c.nofile), static_cast<rlim_t>(c.nofile)};
     if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) die(114);
   }
-  if (gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0)) die(115);
-  if (uid >= 0 && ::setuid(uid) != 0) die(116);
-  ::execve(exe, argv, envp);
+  if (c.gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(c.gid) != 0)) die(115);
+  if (c.uid >= 0 && ::setuid(c.uid) != 0) die(116);
+  ::execve(c.exe, c.argv, c.envp);
   die(117);
 }
 
-// One field of /proc/<pid>/stat after the command: 0 = state, 1 = ppid,
-// 2 = pgrp. Returns false if the process is gone.
-bool proc_stat(pid_t pid, char* state, int* ppid = nullptr, int* pgrp = nullptr) {
-  char path[64], buf[512];
+// /proc/<pid>/stat after the command: state, ppid, pgrp and (field 22) the
+// start time in clock ticks. False if the process is gone.
+struct ProcStat {
+  char state = 0;
+  int ppid = 0, pgrp = 0;
+  std::uint64_t start = 0;
+};
+bool proc_stat(pid_t pid, ProcStat* out) {
+  char path[64], buf[1024];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -89,13 +112,35 @@ bool proc_stat(pid_t pid, char* state, int* ppid = nullptr, int* pgrp = nullptr)
   if (n <= 0) return false;
   buf[n] = 0;
   const char* p = std::strrchr(buf, ')');
-  char st = 0;
-  int pp = 0, pg = 0;
-  if (!p || std::sscanf(p + 2, "%c %d %d", &st, &pp, &pg) != 3) return false;
-  *state = st;
-  if (ppid) *ppid = pp;
-  if (pgrp) *pgrp = pg;
+  if (!p) return false;
+  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+  // stime cutime cstime priority nice threads itrealvalue starttime
+  unsigned long long start = 0;
+  if (std::sscanf(p + 2, "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  &out->state, &out->ppid, &out->pgrp, &start) != 4) {
+    return false;
+  }
+  out->start = start;
   return true;
+}
+bool proc_state(pid_t pid, char* state) {
+  ProcStat ps;
+  if (!proc_stat(pid, &ps)) return false;
+  *state = ps.state;
+  return true;
+}
+
+// The pid a process has in its own (innermost) pid namespace: the last field
+// of NSpid in /proc/<pid>/status. `pid` itself when it shares ours.
+pid_t own_pid(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("NSpid:", 0) != 0) continue;
+    auto last = line.find_last_of(" \t");
+    if (last != std::string::npos) return static_cast<pid_t>(std::atoi(line.c_str() + last + 1));
+  }
+  return pid;
 }
 
 std::vector<pid_t> proc_pids() {
@@ -120,11 +165,32 @@ struct Delivery {
   bool ok = false;          // kill(2) succeeded
 };
 
+// Adds a delivery's times to a fault event (docs/worker-protocol.md).
+void add_delivery(Json& e, const Delivery& d) {
+  e["t"] = d.before;
+  e["sent_t"] = d.sent;
+  e["effect"] = d.effect_name;
+  e["lag_ns"] = (d.effect ? d.effect : d.sent) - d.before;
+  if (d.effect) e["effect_t"] = d.effect;
+}
+
 struct Worker {
   int job = -1, rank = -1;
+  pid_t self_pid = 0;                // its pid as it sees it (its container's), logged in events
+  const WorkerPlan* plan = nullptr;  // null for the cleanup step
   bool alive = true;
   bool killed_by_harness = false;
   bool teardown = false;
+  bool stopped_by_harness = false;   // a SIGSTOP of ours is in effect
+  bool self_stop_seen = false;       // its OnStop has fired
+};
+
+// A container of the trial: a pid namespace whose pid 1 does nothing but reap,
+// with its own mount namespace for its own /proc (/dev/shm is the trial's).
+struct Container {
+  pid_t init = -1;
+  int pid_ns_fd = -1;
+  int mnt_ns_fd = -1;
 };
 
 class Supervisor {
@@ -132,15 +198,17 @@ class Supervisor {
   Supervisor(const TrialPlan& p, const SupervisorConfig& c, bool pid_ns) : plan_(p), cfg_(c), pid_ns_(pid_ns) {}
 
   int run() {
-    log_ = EventLog(cfg_.trial_dir + "/history.jsonl");
+    trial_dir_ = fs::absolute(cfg_.trial_dir).string();
+    log_ = EventLog(trial_dir_ + "/history.jsonl");
     if (!log_.ok()) return 3;
-    ::chmod((cfg_.trial_dir + "/history.jsonl").c_str(), 0666);  // workers may run as another uid
+    ::chmod((trial_dir_ + "/history.jsonl").c_str(), 0666);  // workers may run as another uid
     isolate();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, nullptr);
+    cwd_fd_ = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 
     start_ = mono_ns();
     log_.emit({{"type", "trial"}, {"phase", "start"}, {"t", start_}, {"isolation", isolation_}, {"root", root_},
@@ -160,16 +228,17 @@ class Supervisor {
       return 0;
     }
     seed();
+    for (const Ghost& g : plan_.ghosts) run_ghost(g);
     for (const auto& w : plan_.workers) {
-      pid_t pid = spawn(w.env, "job" + std::to_string(w.job) + "-rank" + std::to_string(w.rank), &w);
-      if (pid > 0) {
-        workers_[pid] = Worker{w.job, w.rank};
-      } else {
+      if (w.container >= 0 && !containers_.contains(w.container)) make_container(w.container);
+    }
+    for (const auto& w : plan_.workers) {
+      if (start_worker(w, w.env, "job" + std::to_string(w.job) + "-rank" + std::to_string(w.rank)) <= 0) {
         log_.emit({{"type", "harness-error"}, {"message", "spawn failed for job " + std::to_string(w.job) + " rank " + std::to_string(w.rank)}});
       }
     }
     main_loop();
-    heal_and_teardown(false);
+    heal_and_teardown();
     reap_until_workers_gone(mono_ns() + 5'000'000'000LL);
     if (plan_.final_cleanup) cleanup_step();
     audit();
@@ -179,7 +248,7 @@ class Supervisor {
 
  private:
   void isolate() {
-    lock_dir_ = cfg_.trial_dir + "/locks";
+    lock_dir_ = trial_dir_ + "/locks";
     fs::create_directories(lock_dir_);
     ::chmod(lock_dir_.c_str(), 01777);  // like /tmp: workers may run as another uid
     if (cfg_.allow_mount_ns && ::unshare(CLONE_NEWNS) == 0 &&
@@ -210,11 +279,23 @@ class Supervisor {
       if (eq != std::string::npos) base_env_[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     base_env_.erase("SHMCOORD_CRASH_AT");
+    base_env_.erase("SHMCOORD_PAUSE_AT");
     base_env_.erase("FIU_ENABLE");
     return base_env_;
   }
 
-  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label, const WorkerPlan* w = nullptr) {
+  struct SpawnOptions {
+    const WorkerPlan* w = nullptr;
+    int events_fd = -1;   // default: the history
+    bool native = false;  // the native worker even when the subject is external
+  };
+
+  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label) {
+    return spawn(extra, label, SpawnOptions{});
+  }
+
+  pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label, SpawnOptions o) {
+    const WorkerPlan* w = o.w;
     std::map<std::string, std::string> env = base_env();
     for (const auto& [k, v] : extra) env[k] = v;
     std::string lock_dir = lock_dir_;
@@ -222,8 +303,9 @@ class Supervisor {
       lock_dir += "/" + w->lock_subdir;
       fs::create_directories(lock_dir);
       ::chmod(lock_dir.c_str(), 01777);
+      lock_subdirs_.insert(lock_dir);
     }
-    env["SHMSTRESS_EVENTS"] = cfg_.trial_dir + "/history.jsonl";
+    if (o.events_fd < 0) env["SHMSTRESS_EVENTS"] = trial_dir_ + "/history.jsonl";
     // Also open, as fd 3: a worker running as another uid may not reach the path.
     env["SHMSTRESS_EVENTS_FD"] = std::to_string(kEventsFd);
     env["SHMSTRESS_ROOT"] = root_;
@@ -232,18 +314,28 @@ class Supervisor {
     if (cfg_.allow_shared_shm) env["SHMSTRESS_ALLOW_SHARED_SHM"] = "1";  // the user said so
     std::vector<std::string> kvs;
     for (const auto& [k, v] : env) kvs.push_back(k + "=" + v);
-    fs::path dir = cfg_.trial_dir + "/" + label;
+    fs::path dir = trial_dir_ + "/" + label;
     fs::create_directories(dir);
     // Everything the child needs is prepared here: after fork it only makes syscalls.
     std::vector<char*> envp;
     for (auto& kv : kvs) envp.push_back(kv.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args = cfg_.command.empty() ? std::vector<std::string>{cfg_.exe} : cfg_.command;
+    std::vector<std::string> args =
+        cfg_.command.empty() || o.native ? std::vector<std::string>{cfg_.exe} : cfg_.command;
     args.push_back("worker");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::string exe = args.front();
+    const Container* box = nullptr;
+    if (w && w->container >= 0) {
+      auto it = containers_.find(w->container);
+      if (it == containers_.end() || it->second.init <= 0) {
+        log_.emit({{"type", "harness-error"}, {"message", "no container " + std::to_string(w->container) + " for " + label}});
+        return -1;
+      }
+      box = &it->second;
+    }
     int out = ::open((dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int err = ::open((dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out < 0 || err < 0) {
@@ -254,12 +346,31 @@ class Supervisor {
     }
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
-    const pid_t me = ::getpid();
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      exec_worker(me, exe.c_str(), argv.data(), envp.data(), log_.fd(), out, err, w ? w->uid : -1, w ? w->gid : -1,
-                  w ? w->nofile : -1, report[1]);
+    ChildSetup c;
+    c.parent = box ? 0 : ::getpid();
+    c.exe = exe.c_str();
+    c.argv = argv.data();
+    c.envp = envp.data();
+    c.events_fd = o.events_fd >= 0 ? o.events_fd : log_.fd();
+    c.out_fd = out;
+    c.err_fd = err;
+    c.uid = w ? w->uid : -1;
+    c.gid = w ? w->gid : -1;
+    c.nofile = w ? w->nofile : -1;
+    c.report_fd = report[1];
+    c.mnt_ns_fd = box ? box->mnt_ns_fd : -1;
+    c.cwd_fd = cwd_fd_;
+    // A container's worker is forked into its pid namespace (our children's
+    // namespace for this one fork), so it stays our child to reap and signal.
+    if (box && ::setns(box->pid_ns_fd, CLONE_NEWPID) != 0) {
+      log_.emit({{"type", "harness-error"}, {"message", "cannot enter container " + std::to_string(w->container) + ": " + std::strerror(errno)}});
+      ::close(out), ::close(err);
+      if (report[0] >= 0) ::close(report[0]), ::close(report[1]);
+      return -1;
     }
+    pid_t pid = ::fork();
+    if (pid == 0) exec_worker(c);
+    if (box) ::setns(self_pid_ns_fd_, CLONE_NEWPID);
     ::close(out);
     ::close(err);
     if (report[1] >= 0) ::close(report[1]);
@@ -286,6 +397,77 @@ class Supervisor {
     return pid;  // this supervisor is its one reaper (waitpid below)
   }
 
+  pid_t start_worker(const WorkerPlan& w, const std::map<std::string, std::string>& env, const std::string& label) {
+    pid_t pid = spawn(env, label, {.w = &w});
+    if (pid > 0) {
+      Worker x{w.job, w.rank};
+      x.plan = &w;
+      x.self_pid = w.container >= 0 ? own_pid(pid) : pid;
+      workers_[pid] = x;
+    }
+    return pid;
+  }
+
+  // Creates container #id: a pid namespace (pid 1: a process that only reaps)
+  // with its own mount namespace and /proc, over our /dev/shm.
+  void make_container(int id) {
+    Container box;
+    containers_[id] = box;  // a failed one stays: its workers are refused
+    if (!pid_ns_) {
+      log_.emit({{"type", "harness-error"}, {"message", "containers need the trial's own pid namespace (run as root)"}});
+      return;
+    }
+    if (self_pid_ns_fd_ < 0) self_pid_ns_fd_ = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    int ready[2];
+    if (self_pid_ns_fd_ < 0 || ::pipe2(ready, O_CLOEXEC) != 0) return;
+    if (::unshare(CLONE_NEWPID) != 0) {
+      log_.emit({{"type", "harness-error"}, {"message", std::string("cannot make a container: ") + std::strerror(errno)}});
+      ::close(ready[0]), ::close(ready[1]);
+      return;
+    }
+    pid_t init = ::fork();
+    if (init == 0) {
+      char ok = 1;
+      if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+        ok = 0;
+      }
+      (void)!::write(ready[1], &ok, 1);
+      ::syscall(SYS_close_range, 0, ~0U, 0);
+      // Init of the container: reap whatever is re-parented to us (SIGCHLD
+      // stays blocked, as the supervisor had it, so it waits for sigwaitinfo).
+      sigset_t chld;
+      sigemptyset(&chld);
+      sigaddset(&chld, SIGCHLD);
+      for (;;) {
+        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        ::sigwaitinfo(&chld, nullptr);
+      }
+    }
+    ::setns(self_pid_ns_fd_, CLONE_NEWPID);  // our later children are ours again
+    ::close(ready[1]);
+    char ok = 0;
+    if (init < 0 || ::read(ready[0], &ok, 1) != 1 || !ok) {
+      log_.emit({{"type", "harness-error"}, {"message", "container " + std::to_string(id) + " could not mount its /proc"}});
+      if (init > 0) ::kill(init, SIGKILL), ::waitpid(init, nullptr, 0);
+      ::close(ready[0]);
+      return;
+    }
+    ::close(ready[0]);
+    box.init = init;
+    box.pid_ns_fd = ::open(("/proc/" + std::to_string(init) + "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC);
+    box.mnt_ns_fd = ::open(("/proc/" + std::to_string(init) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+    containers_[id] = box;
+    Json jobs = Json::array();
+    for (const auto& w : plan_.workers) {
+      if (w.container == id && (jobs.empty() || jobs.back() != w.job)) jobs.push_back(w.job);
+    }
+    Json detail = {{"container", id}, {"jobs", jobs}, {"init_pid", init}};
+    log_.emit({{"type", "fault"}, {"kind", "containers"}, {"phase", "start"}, {"job", -1}, {"rank", -1}, {"detail", detail}});
+    seeded_.push_back({"containers", detail});
+  }
+
   bool any_worker_alive() const {
     for (const auto& [pid, w] : workers_) {
       if (w.alive) return true;
@@ -300,18 +482,23 @@ class Supervisor {
     return -1;
   }
 
-  // Reaps every exited descendant; logs the workers' exits.
+  // Reaps every exited descendant and logs the workers' exits; notices
+  // workers that stopped themselves at a failpoint (WUNTRACED).
   void reap() {
     for (;;) {
       int st = 0;
-      pid_t pid = ::waitpid(-1, &st, WNOHANG);
+      pid_t pid = ::waitpid(-1, &st, WNOHANG | WUNTRACED);
       if (pid <= 0) return;
       if (pid == cleanup_pid_) cleanup_done_ = true;
       auto it = workers_.find(pid);
-      if (it == workers_.end()) continue;  // a resource tracker or other descendant
+      if (it == workers_.end()) continue;  // a resource tracker, helper or other descendant
       Worker& w = it->second;
+      if (WIFSTOPPED(st)) {
+        if (w.plan && w.plan->on_stop && !w.self_stop_seen && !w.stopped_by_harness) self_stopped(pid, w);
+        continue;
+      }
       w.alive = false;
-      Json e = {{"type", "exit"}, {"job", w.job}, {"rank", w.rank}, {"pid", pid}};
+      Json e = {{"type", "exit"}, {"job", w.job}, {"rank", w.rank}, {"pid", w.self_pid}};
       if (WIFEXITED(st)) {
         e["exit_code"] = WEXITSTATUS(st);
       } else if (WIFSIGNALED(st)) {
@@ -343,18 +530,25 @@ class Supervisor {
     bool done = false;
   };
 
-  void poll_triggers(std::vector<Trigger>& triggers) {
-    if (triggers.empty()) return;
-    if (tail_fd_ < 0) tail_fd_ = ::open((cfg_.trial_dir + "/history.jsonl").c_str(), O_RDONLY | O_CLOEXEC);
+  // New complete lines of the history since the last call.
+  std::vector<Json> tail_history() {
+    std::vector<Json> out;
+    if (tail_fd_ < 0) tail_fd_ = ::open((trial_dir_ + "/history.jsonl").c_str(), O_RDONLY | O_CLOEXEC);
     char buf[65536];
     ssize_t n;
     while (tail_fd_ >= 0 && (n = ::read(tail_fd_, buf, sizeof buf)) > 0) tail_buf_.append(buf, static_cast<std::size_t>(n));
     std::size_t nl;
     while ((nl = tail_buf_.find('\n')) != std::string::npos) {
-      std::string line = tail_buf_.substr(0, nl);
+      auto e = Json::parse(tail_buf_.substr(0, nl), nullptr, false);
       tail_buf_.erase(0, nl + 1);
-      auto e = Json::parse(line, nullptr, false);
-      if (!e.is_object()) continue;
+      if (e.is_object()) out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  void poll_triggers(std::vector<Trigger>& triggers) {
+    if (triggers.empty()) return;
+    for (const Json& e : tail_history()) {
       for (auto& t : triggers) {
         if (t.done || t.fire_at >= 0) continue;
         const Action& a = *t.a;
@@ -372,6 +566,28 @@ class Supervisor {
     }
   }
 
+  // Something to do at a time the plan could not fix in advance (the end of
+  // a pause that began when a worker stopped itself, a lock's release).
+  struct Timer {
+    std::int64_t at;
+    std::function<void()> fn;
+    bool at_heal = false;  // also run if the trial ends first (a SIGCONT that closes a window)
+  };
+
+  void run_timers() {
+    const std::int64_t now = mono_ns();
+    std::vector<Timer> due;
+    for (auto it = timers_.begin(); it != timers_.end();) {
+      if (it->at <= now) {
+        due.push_back(std::move(*it));
+        it = timers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& t : due) t.fn();
+  }
+
   void main_loop() {
     std::vector<const Action*> timed;
     std::vector<Trigger> triggers;
@@ -386,6 +602,7 @@ class Supervisor {
     const std::int64_t deadline = start_ + plan_.timeout_ns;
     while (true) {
       reap();
+      run_timers();
       if (!any_worker_alive()) return;
       poll_triggers(triggers);
       std::int64_t now = mono_ns();
@@ -399,6 +616,7 @@ class Supervisor {
       }
       std::int64_t wake = deadline;
       if (next < timed.size()) wake = std::min(wake, start_ + timed[next]->at_ns);
+      for (const auto& t : timers_) wake = std::min(wake, t.at);
       bool pending = false;
       for (const auto& t : triggers) pending |= !t.done;
       if (pending) wake = std::min(wake, mono_ns() + 1'000'000);  // tail the history every ms
@@ -422,7 +640,7 @@ class Supervisor {
   // (SIGSTOP) or running again (SIGCONT).
   static const char* effect_of(pid_t pid, int sig) {
     char st = 0;
-    bool present = proc_stat(pid, &st);
+    bool present = proc_state(pid, &st);
     if (sig == SIGKILL && (!present || st == 'Z' || st == 'X')) return "exited";
     if (sig == SIGSTOP && present && (st == 'T' || st == 't')) return "stopped";
     if (sig == SIGCONT && present && st != 'T' && st != 't') return "continued";
@@ -430,7 +648,7 @@ class Supervisor {
   }
 
   // Watches each delivery for its effect, for at most 100 ms in all.
-  static void observe(std::vector<std::pair<pid_t, int>> targets, std::vector<Delivery*> ds) {
+  static void observe(const std::vector<std::pair<pid_t, int>>& targets, const std::vector<Delivery*>& ds) {
     const std::int64_t until = mono_ns() + 100'000'000;
     for (int spin = 0;; ++spin) {
       bool pending = false;
@@ -459,13 +677,18 @@ class Supervisor {
     }
   }
 
+  static Delivery send_and_observe(pid_t pid, int sig, bool tree) {
+    Delivery d = send(pid, sig, tree);
+    observe({{pid, sig}}, {&d});
+    return d;
+  }
+
   // The members of a process group (the worker's tree), zombies included.
   static Json group_members(pid_t pgid) {
     Json out = Json::array();
     for (pid_t p : proc_pids()) {
-      char st = 0;
-      int pg = 0;
-      if (proc_stat(p, &st, nullptr, &pg) && pg == pgid) out.push_back(p);
+      ProcStat ps;
+      if (proc_stat(p, &ps) && ps.pgrp == pgid) out.push_back(p);
     }
     return out;
   }
@@ -492,12 +715,15 @@ class Supervisor {
       if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
       if (a.signal == 0) {     // a setting the worker started with (emfile, fiu-errno, ...): log it
         log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-                   {"pid", pid}, {"signal", 0}, {"detail", a.detail}});
+                   {"pid", workers_[pid].self_pid}, {"signal", 0}, {"detail", a.detail}});
         continue;
       }
       char st = 0;
-      if (!proc_stat(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
-      if (a.signal == SIGKILL) workers_[pid].killed_by_harness = true;
+      if (!proc_state(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
+      Worker& w = workers_[pid];
+      if (a.signal == SIGKILL) w.killed_by_harness = true;
+      if (a.signal == SIGSTOP) w.stopped_by_harness = true;
+      if (a.signal == SIGCONT) w.stopped_by_harness = false;
       sent.push_back({&a, pid, send(pid, a.signal, a.tree)});
     }
     std::vector<std::pair<pid_t, int>> targets;
@@ -516,14 +742,8 @@ class Supervisor {
       const Delivery& d = sent[i].d;
       if (!d.ok) continue;
       Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-                {"pid", sent[i].pid}, {"signal", a.signal}, {"detail", a.detail},
-                // t: before kill(2): the target was untouched until t. sent_t:
-                // kill(2) returned, the signal was pending. effect_t: when the
-                // supervisor first saw it take effect (absent if not within
-                // 100 ms). lag_ns: effect_t (else sent_t) - t.
-                {"t", d.before}, {"sent_t", d.sent}, {"effect", d.effect_name},
-                {"lag_ns", (d.effect ? d.effect : d.sent) - d.before}};
-      if (d.effect) e["effect_t"] = d.effect;
+                {"pid", workers_[sent[i].pid].self_pid}, {"signal", a.signal}, {"detail", a.detail}};
+      add_delivery(e, d);
       if (a.tree) {
         e["tree"] = true;
         e["tree_pids"] = trees[i];
@@ -532,8 +752,228 @@ class Supervisor {
     }
   }
 
+  // The first round a replacement of (job, rank) runs: the one after the last
+  // round the dead worker entered (it had arrived there), from the history.
+  int first_round_after(pid_t self_pid, int job, int rank) {
+    std::ifstream f(trial_dir_ + "/history.jsonl");
+    std::string line;
+    int last = -1;
+    while (std::getline(f, line)) {
+      auto e = Json::parse(line, nullptr, false);
+      if (!e.is_object() || e.value("type", "") != "invoke" || e.value("op", "") != "barrier") continue;
+      if (e.value("job", -2) != job || e.value("rank", -2) != rank || e.value("pid", -2) != self_pid) continue;
+      const auto& args = e.value("args", Json::object());
+      if (args.is_object() && args.contains("round") && args["round"].is_number_integer()) {
+        last = std::max(last, args["round"].get<int>());
+      }
+    }
+    return last + 1;
+  }
+
+  // A worker stopped itself at its failpoint (WorkerPlan::OnStop).
+  void self_stopped(pid_t pid, Worker& w) {
+    const std::int64_t seen = mono_ns();
+    w.self_stop_seen = true;
+    const WorkerPlan::OnStop& os = *w.plan->on_stop;
+    Json start = {{"type", "fault"}, {"kind", os.fault}, {"phase", "start"}, {"job", w.job}, {"rank", w.rank},
+                  {"pid", w.self_pid}, {"signal", SIGSTOP}, {"detail", os.detail},
+                  // It stopped itself at or before t (the supervisor saw the stop at t).
+                  {"t", seen}, {"effect", "stopped"}, {"effect_t", seen}, {"self", true}};
+    log_.emit(start);
+    // The window ends in a SIGCONT also when the trial ends first.
+    timers_.push_back({seen + os.hold_ns, [this, pid, os, &heal = healing_] {
+      auto it = workers_.find(pid);
+      if (it == workers_.end() || !it->second.alive) return;
+      Worker& v = it->second;
+      Json end = {{"type", "fault"}, {"kind", os.fault}, {"phase", "end"}, {"job", v.job}, {"rank", v.rank},
+                  {"pid", v.self_pid}, {"detail", os.detail}};
+      if (os.then == "continue" || heal) {
+        Delivery d = send_and_observe(pid, SIGCONT, false);
+        end["signal"] = SIGCONT;
+        add_delivery(end, d);
+        log_.emit(std::move(end));
+        return;
+      }
+      // replace / reuse-pid: the worker dies where it stopped, with its tree.
+      ProcStat before;
+      proc_stat(pid, &before);
+      Json tree = group_members(pid);
+      v.killed_by_harness = true;
+      Delivery d = send_and_observe(pid, SIGKILL, true);
+      end["signal"] = SIGKILL;
+      end["tree"] = true;
+      end["tree_pids"] = tree;
+      add_delivery(end, d);
+      if (os.then == "replace") {
+        const int job = v.job, rank = v.rank;
+        const WorkerPlan& plan = *v.plan;
+        std::map<std::string, std::string> env = plan.env;
+        env.erase("SHMCOORD_PAUSE_AT");
+        int first = first_round_after(v.self_pid, job, rank);
+        env["SHMSTRESS_FIRST_ROUND"] = std::to_string(first);
+        env["SHMSTRESS_START_DELAY_MS"] = "0";
+        reap();  // log the victim's exit before its replacement's events
+        WorkerPlan again = plan;
+        again.on_stop.reset();
+        replacements_.push_back(std::move(again));
+        pid_t fresh = start_worker(replacements_.back(), env,
+                                   "job" + std::to_string(job) + "-rank" + std::to_string(rank) + "-replacement");
+        end["detail"]["replacement_pid"] = fresh > 0 ? workers_[fresh].self_pid : -1;
+        end["detail"]["first_round"] = first;
+        log_.emit(std::move(end));
+        return;
+      }
+      reap();
+      reuse_pid(pid, before.start, std::move(end));
+    }, true});
+  }
+
+  // After `pid` died (a zombie or reaped): give its number to a new, unrelated
+  // process whose start time differs, which lives until the heal (ours, via
+  // ns_last_pid; or any process of the trial that happened to fork into the
+  // freed number first - an unrelated live process with another start time
+  // just the same). Logs `event` (the kill), then the reused-pid window; if
+  // neither works out, the kill's detail says so (`reused: false`).
+  void reuse_pid(pid_t pid, std::uint64_t old_start, Json event) {
+    while (true) {  // it must be reaped for its number to be free
+      ProcStat ps;
+      if (!proc_stat(pid, &ps)) break;
+      if (ps.state == 'Z') {
+        reap();
+        if (!proc_stat(pid, &ps)) break;
+      }
+      struct timespec ts{0, 200'000};
+      ::nanosleep(&ts, nullptr);
+    }
+    pid_t ours = -1;
+    std::uint64_t new_start = 0;
+    std::string why;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      ProcStat taken;
+      if (proc_stat(pid, &taken)) {  // someone forked into it meanwhile
+        if (taken.start != old_start) {
+          new_start = taken.start;
+        } else {
+          why = "the process that took it started in the same clock tick";
+        }
+        break;
+      }
+      int fd = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+      std::string last = std::to_string(pid - 1);
+      if (fd < 0 || ::write(fd, last.data(), last.size()) != static_cast<ssize_t>(last.size())) {
+        why = std::string("cannot set ns_last_pid: ") + std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      ::close(fd);
+      pid_t r = ::fork();
+      if (r == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        ::syscall(SYS_close_range, 0, ~0U, 0);
+        for (;;) ::pause();
+      }
+      if (r < 0) {
+        why = std::string("fork: ") + std::strerror(errno);
+        break;
+      }
+      ProcStat ps;
+      if (r == pid && proc_stat(r, &ps) && ps.start != old_start) {
+        ours = r;
+        new_start = ps.start;
+        break;
+      }
+      ::kill(r, SIGKILL);
+      while (::waitpid(r, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      why = r == pid ? "the new process started in the same clock tick" : "another process took the pid";
+      // Same clock tick as the dead one: its start time would match. Wait for
+      // the tick (10 ms at USER_HZ 100) to pass; the clock is what we wait for.
+      if (r == pid) {
+        struct timespec ts{0, 11'000'000};
+        ::nanosleep(&ts, nullptr);
+      }
+    }
+    Json& detail = event["detail"];
+    if (!detail.is_object()) detail = Json::object();
+    if (new_start == 0) {
+      detail["reused"] = false;
+      detail["why"] = why;
+      log_.emit(std::move(event));
+      return;
+    }
+    if (ours > 0) helpers_.push_back(ours);
+    detail["reused"] = true;
+    detail["reused_pid"] = pid;
+    detail["old_start_time"] = old_start;
+    detail["new_start_time"] = new_start;
+    detail["reused_by"] = ours > 0 ? "harness" : "a process of the trial";
+    Json window = {{"type", "fault"}, {"kind", "reused-pid"}, {"phase", "start"}, {"job", -1}, {"rank", -1},
+                   {"detail", detail}};
+    window["detail"]["holder_pid"] = pid;
+    log_.emit(std::move(event));  // the kill
+    log_.emit(window);            // the pid's new life, until the heal
+    seeded_.push_back({"reused-pid", window["detail"]});
+  }
+
+  // A ghost (Ghost in plan.h): a native worker outside the scenario's jobs
+  // writes the subject's records and stops itself at its failpoint; its tree
+  // is killed and its pid reused before the scenario's workers start.
+  void run_ghost(const Ghost& g) {
+    if (!pid_ns_) {
+      log_.emit({{"type", "harness-error"}, {"message", "reused-pid needs the trial's own pid namespace (run as root)"}});
+      return;
+    }
+    const std::string label = "ghost-" + std::to_string(ghost_count_++);
+    const std::string events = trial_dir_ + "/" + label + ".jsonl";
+    int fd = ::open(events.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    pid_t pid = spawn(g.worker.env, label, {.w = &g.worker, .events_fd = fd, .native = true});
+    ::close(fd);
+    if (pid <= 0) return;
+    // Wait (at most 10 s) for it to stop itself, or to end without doing so.
+    const std::int64_t until = mono_ns() + 10'000'000'000LL;
+    bool stopped = false;
+    while (mono_ns() < until) {
+      int st = 0;
+      pid_t r = ::waitpid(pid, &st, WNOHANG | WUNTRACED);
+      if (r == pid && WIFSTOPPED(st)) {
+        stopped = true;
+        break;
+      }
+      if (r == pid) {
+        pid = -1;
+        break;
+      }
+      wait_chld(until);
+    }
+    if (!stopped) {
+      if (pid > 0) ::kill(-pid, SIGKILL), ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+      log_.emit({{"type", "harness-error"}, {"message", "reused-pid: " + label + " never reached its failpoint (see " + events + ")"}});
+      return;
+    }
+    ProcStat before;
+    proc_stat(pid, &before);
+    Json tree = group_members(pid);
+    Delivery d = send_and_observe(pid, SIGKILL, true);
+    Json kill = {{"type", "fault"}, {"kind", "reused-pid"}, {"phase", "instant"}, {"job", -1}, {"rank", -1},
+                 {"pid", pid}, {"signal", SIGKILL}, {"tree", true}, {"tree_pids", tree}};
+    add_delivery(kill, d);
+    kill["detail"] = g.worker.on_stop ? g.worker.on_stop->detail : Json::object();
+    // What the ghost holds, from its own events: the prefix it was granted.
+    std::ifstream f(events);
+    std::string line;
+    while (std::getline(f, line)) {
+      auto e = Json::parse(line, nullptr, false);
+      if (e.is_object() && e.value("type", "") == "ok" && e.value("op", "") == "acquire" && e.contains("value")) {
+        kill["detail"]["prefix"] = e["value"].value("prefix", -1);
+      }
+    }
+    kill["detail"]["ghost"] = label;
+    reuse_pid(pid, before.start, std::move(kill));
+  }
+
   // The trial's seeded files and the helpers that hold lock files, each a
-  // fault window from now until the heal.
+  // fault window from now until the heal (or the seed's release time).
   void seed() {
     for (const Seed& sd : plan_.seeds) {
       std::string path = sd.where == "lock" ? lock_dir_ + "/" + root_ + sd.name : "/dev/shm/" + root_ + sd.name;
@@ -550,8 +990,9 @@ class Supervisor {
       Json detail = sd.detail.is_object() ? sd.detail : Json::object();
       detail[sd.where == "lock" ? "path" : "name"] = logged;
       if (sd.foreign) detail["foreign"] = true;
+      pid_t holder = -1;
       if (!sd.held_by.empty()) {
-        pid_t holder = hold_lock(path, sd.held_by == "inherited");
+        holder = hold_lock(path, sd.held_by == "inherited");
         if (holder <= 0) continue;
         helpers_.push_back(holder);
         detail["held_by"] = sd.held_by;
@@ -560,7 +1001,26 @@ class Supervisor {
       }
       log_.emit({{"type", "fault"}, {"kind", sd.fault}, {"phase", "start"}, {"job", -1}, {"rank", -1}, {"detail", detail}});
       seeded_.push_back({sd.fault, detail});
+      if (holder > 0 && sd.release_at_ns >= 0) {
+        const std::size_t index = seeded_.size() - 1;
+        timers_.push_back({start_ + sd.release_at_ns, [this, holder, index] {
+          release_helper(holder);
+          auto& [kind, d] = seeded_[index];
+          d["protect"] = false;
+          log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", d}});
+          kind.clear();  // closed: the heal does not close it again
+        }});
+      }
     }
+  }
+
+  // Kills a lock-holding helper and waits until it is dead (its lock with it).
+  void release_helper(pid_t h) {
+    ::kill(h, SIGKILL);
+    ::kill(h, SIGCONT);
+    while (::waitpid(h, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    std::erase(helpers_, h);
   }
 
   // A process that holds `path` with flock: stopped, or (inherited) a
@@ -578,7 +1038,7 @@ class Supervisor {
         pid_t grandchild = ::fork();
         if (grandchild == 0) {
           // Outlive its parent (that is the point), but not the supervisor: once
-          // reparented to it (we are its subreaper), die with it.
+          // reparented to it (we are its subreaper, or init), die with it.
           while (::getppid() != supervisor) {
             if (::getppid() == 1) ::_exit(0);
             ::usleep(1000);
@@ -602,8 +1062,15 @@ class Supervisor {
     return holder;
   }
 
-  // The heal: every stopped worker continues; on timeout every worker is killed.
-  void heal_and_teardown(bool) {
+  // The heal: helpers go (their locks with them), every stopped worker
+  // continues, every open fault window closes; on timeout every worker is killed.
+  void heal_and_teardown() {
+    healing_ = true;
+    std::vector<Timer> left = std::move(timers_);
+    timers_.clear();
+    for (auto& t : left) {
+      if (t.at_heal) t.fn();
+    }
     for (pid_t h : helpers_) {
       ::kill(h, SIGKILL);
       ::kill(h, SIGCONT);
@@ -616,9 +1083,11 @@ class Supervisor {
     }
     helpers_.clear();
     for (const auto& [kind, detail] : seeded_) {
-      log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", detail}});
+      if (kind.empty() || kind == "containers") continue;  // containers close after the audit
+      Json d = detail;
+      if (d.is_object() && d.contains("protect")) d["protect"] = false;
+      log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", d}});
     }
-    seeded_.clear();
     for (auto& [pid, w] : workers_) {
       if (w.alive) ::kill(pid, SIGCONT);
     }
@@ -644,7 +1113,9 @@ class Supervisor {
     std::map<std::string, std::string> env = {{"SHMSTRESS_ROLE", "cleanup"}, {"SHMSTRESS_JOB", "-1"}, {"SHMSTRESS_RANK", "-1"}};
     cleanup_pid_ = spawn(env, "cleanup");
     if (cleanup_pid_ <= 0) return;
-    workers_[cleanup_pid_] = Worker{-1, -1};
+    Worker c{-1, -1};
+    c.self_pid = cleanup_pid_;
+    workers_[cleanup_pid_] = c;
     std::int64_t until = mono_ns() + 10'000'000'000LL;
     while (!cleanup_done_ && mono_ns() < until) {
       reap();
@@ -656,43 +1127,50 @@ class Supervisor {
     }
   }
 
-  // The trial's processes still alive besides us. In our own pid namespace
-  // that is everything in /proc but pid 1 (us): however a process forked,
-  // double-forked or left its group, it is in there. Without one, it is our
-  // children (we are the subreaper): a grandchild of a live orphan is only
-  // found once that orphan is gone, so the audit scans again after each kill.
+  bool is_container_init(pid_t p) const {
+    for (const auto& [id, box] : containers_) {
+      if (box.init == p) return true;
+    }
+    return false;
+  }
+
+  // The trial's processes still alive besides us and our container inits. In
+  // our own pid namespace that is everything in /proc (containers' processes
+  // included): however a process forked, double-forked or left its group, it
+  // is in there. Without one, it is our children (we are the subreaper): a
+  // grandchild of a live orphan is only found once that orphan is gone, so
+  // the audit scans again after each kill.
   std::vector<pid_t> descendants() const {
     std::vector<pid_t> out;
     const pid_t me = ::getpid();
     for (pid_t p : proc_pids()) {
-      char st = 0;
-      int ppid = 0;
-      if (p == me || !proc_stat(p, &st, &ppid) || st == 'Z' || st == 'X') continue;
-      if (pid_ns_ || ppid == me) out.push_back(p);
+      ProcStat ps;
+      if (p == me || is_container_init(p) || !proc_stat(p, &ps) || ps.state == 'Z' || ps.state == 'X') continue;
+      if (pid_ns_ || ps.ppid == me) out.push_back(p);
     }
     return out;
   }
 
-  // As subreaper every descendant of the trial is our child: one waitpid says
-  // whether any is left, without scanning /proc.
-  static bool has_children() {
-    siginfo_t si{};
-    return ::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+  // Who a leftover entry belongs to: its owner uid if it is not ours.
+  static int foreign_owner(const std::string& path) {
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) != 0) return -1;
+    return st.st_uid != ::geteuid() ? static_cast<int>(st.st_uid) : -1;
   }
 
   void audit() {
     // Stragglers (resource trackers of killed workers) get a moment to finish.
     std::int64_t until = mono_ns() + 1'000'000'000LL;
-    while (has_children() && mono_ns() < until) {
+    while (mono_ns() < until) {
       reap();
-      if (!has_children()) break;
+      if (descendants().empty()) break;
       wait_chld(mono_ns() + 20'000'000);
     }
     reap();
     Json orphans = Json::array();
     std::set<pid_t> seen;
     for (int round = 0; round < 50; ++round) {
-      std::vector<pid_t> left = pid_ns_ || has_children() ? descendants() : std::vector<pid_t>{};
+      std::vector<pid_t> left = descendants();
       bool fresh = false;
       for (pid_t p : left) {
         if (seen.insert(p).second) {
@@ -712,38 +1190,88 @@ class Supervisor {
       if (!fresh && round > 5) break;
     }
     Json shm = Json::array(), locks = Json::array();
+    std::map<int, Json> foreign;  // uid -> names another user's workers left
+    const bool uid_faults = std::any_of(plan_.workers.begin(), plan_.workers.end(), [](const WorkerPlan& w) { return w.uid >= 0; });
+    auto note_owner = [&](const std::string& path, const std::string& name) {
+      if (!uid_faults) return;
+      if (int uid = foreign_owner(path); uid >= 0) foreign[uid].push_back(name);
+    };
     if (DIR* d = ::opendir("/dev/shm")) {
       while (auto* e = ::readdir(d)) {
         std::string n = e->d_name;
         if (n == "." || n == "..") continue;
-        if (isolation_ == "mount-namespace" || n.rfind(root_, 0) == 0) shm.push_back(n);
+        if (isolation_ == "mount-namespace" || n.rfind(root_, 0) == 0) {
+          shm.push_back(n);
+          note_owner("/dev/shm/" + n, n);
+        }
       }
       ::closedir(d);
     }
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(lock_dir_, ec)) locks.push_back(e.path().string());
+    for (const auto& e : fs::directory_iterator(lock_dir_, ec)) {
+      std::string path = e.path().string();
+      if (!lock_subdirs_.contains(path)) {
+        locks.push_back(path);
+        note_owner(path, path);
+        continue;
+      }
+      // A lock dir the misconfig fault made for one rank: the harness's own,
+      // not a leftover; what the rank left in it is.
+      for (const auto& inner : fs::directory_iterator(path, ec)) {
+        locks.push_back(inner.path().string());
+        note_owner(inner.path().string(), inner.path().string());
+      }
+    }
+    // Entries an unprivileged worker created are another user's: root's
+    // cleanup is rightly forbidden to remove them, so they are no leak.
+    for (const auto& [uid, names] : foreign) {
+      log_.emit({{"type", "fault"}, {"kind", "unprivileged"}, {"phase", "instant"}, {"job", -1}, {"rank", -1},
+                 {"detail", {{"uid", uid}, {"foreign", true}, {"names", names},
+                             {"why", "left by a worker running as uid " + std::to_string(uid) + ": another user's"}}}});
+    }
     log_.emit({{"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", locks}, {"orphans", orphans}});
     // The trial's own leftovers go now that they are on record (a mount namespace drops them anyway).
     if (isolation_ != "mount-namespace") {
       for (const auto& n : shm) ::shm_unlink(("/" + n.get<std::string>()).c_str());
     }
     fs::remove_all(lock_dir_, ec);
+    // The containers go last: killing a container's init kills all in it.
+    for (auto& [id, box] : containers_) {
+      if (box.init <= 0) continue;
+      ::kill(box.init, SIGKILL);
+      while (::waitpid(box.init, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      for (auto& [kind, detail] : seeded_) {
+        if (kind == "containers" && detail.value("container", -1) == id) {
+          log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", detail}});
+        }
+      }
+    }
   }
 
   const TrialPlan& plan_;
   const SupervisorConfig& cfg_;
   const bool pid_ns_;  // we are init of the trial's own pid namespace
   EventLog log_;
+  std::string trial_dir_;  // absolute: a container's worker starts elsewhere
   std::string isolation_, root_, lock_dir_;
   std::string proc_error_;  // set if the trial's pid namespace has no /proc of its own
   std::map<pid_t, Worker> workers_;
   std::map<std::string, std::string> base_env_;
-  std::vector<pid_t> helpers_;                         // fault helpers holding lock files
+  std::vector<pid_t> helpers_;                         // fault helpers holding lock files or reused pids
+  std::set<std::string> lock_subdirs_;                 // lock dirs made for misconfigured ranks
+  std::map<int, Container> containers_;
+  std::deque<WorkerPlan> replacements_;                // plans of replacement workers (stable addresses)
+  std::vector<Timer> timers_;
+  int self_pid_ns_fd_ = -1;
+  int cwd_fd_ = -1;
+  int ghost_count_ = 0;
   int tail_fd_ = -1;                                   // reading history.jsonl for event triggers
   std::string tail_buf_;
-  std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows
+  std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows (kind "" once closed)
   std::int64_t start_ = 0;
   bool timed_out_ = false;
+  bool healing_ = false;  // the trial is over: pauses end in SIGCONT, nothing new starts
   pid_t cleanup_pid_ = -1;
   bool cleanup_done_ = false;
 };

@@ -251,7 +251,8 @@ int run() {
         all_ok = false;
       }
     }
-    for (int k = 0; barrier && all_ok && k < rounds; ++k) {
+    // A replacement for a participant that died in round r starts at r + 1.
+    for (int k = env_int("SHMSTRESS_FIRST_ROUND", 0); barrier && all_ok && k < rounds; ++k) {
       sleep_range(rng, ops.value("round_jitter_ms", Json()));
       Op op(c, "barrier", {{"round", k}});
       auto g = barrier->wait();

@@ -16,24 +16,58 @@ hasnt() {  # hasnt SCENARIO PYTHON-PREDICATE-ON-EVENT DESCRIPTION: the control
   (( n == 0 )) || fail "$1: saw $3 ($n events) in the control"
   echo "$1: no $3 (control)"
 }
-count() {
+count() {  # count SCENARIO PREDICATE: events (e) or, with "trial:" in front, trials (ev) it holds for
   "$PY" - "$SCRATCH/$1" "$2" <<'PYEOF'
 import glob, json, sys
 root, pred = sys.argv[1], sys.argv[2]
+
+
+def ops(ev):
+    """Operations, each invoke joined with its ok/fail: dicts with invoke_t, t (completion or None)."""
+    out, open_ = [], {}
+    for e in ev:
+        k = (e.get("pid"), e.get("job"), e.get("rank"), e.get("id"))
+        if e.get("type") == "invoke":
+            open_[k] = dict(e, invoke_t=e["t"], t=None, outcome=None)
+            out.append(open_[k])
+        elif e.get("type") in ("ok", "fail") and k in open_:
+            open_[k].update(t=e["t"], outcome=e["type"], value=e.get("value"), error=e.get("error"))
+    return out
+
+
+def windows(ev, kind):
+    """Fault windows of a kind: (start event, end event or None), matched by job and rank."""
+    out, open_ = [], {}
+    for e in ev:
+        if e.get("type") != "fault" or e.get("kind") != kind:
+            continue
+        k = (e.get("job"), e.get("rank"))
+        if e.get("phase") == "start":
+            open_[k] = [e, None]
+            out.append(open_[k])
+        elif e.get("phase") == "end" and k in open_:
+            open_.pop(k)[1] = e
+    return out
+
+
+per_trial = pred.startswith("trial:")
 n = 0
 for f in glob.glob(root + "/*/trial-*/history.jsonl"):
     ev = [json.loads(line) for line in open(f)]
+    if per_trial:
+        n += bool(eval(pred[len("trial:"):], {"ev": ev, "ops": ops, "windows": windows}))
+        continue
     for e in ev:
-        if eval(pred, {"e": e, "ev": ev}):
+        if eval(pred, {"e": e, "ev": ev, "ops": ops, "windows": windows}):
             n += 1
 print(n)
 PYEOF
 }
-has() {  # has SCENARIO PYTHON-PREDICATE-ON-EVENT DESCRIPTION (e: the event, ev: its trial's events)
+has() {  # has SCENARIO PREDICATE DESCRIPTION (see count)
   local n
   n=$(count "$1" "$2")
   (( n > 0 )) || fail "$1: never saw $3"
-  echo "$1: $3 ($n events)"
+  echo "$1: $3 ($n)"
 }
 run permission-fiu
 has permission-fiu "e.get('type')=='fail' and e.get('error',{}).get('errno')==13" "EACCES (errno 13) injected at a shmcoord call site"
@@ -88,3 +122,43 @@ sed -e 's/^tree = true/tree = false/' scenarios/whole-job-kill.toml >"$SCRATCH/w
 run whole-job-kill-pids "$SCRATCH/whole-job-kill-pids.toml"
 has whole-job-kill-pids "e.get('type')=='fault' and e.get('kind')=='sigkill' and not e.get('tree')" "the workers killed alone"
 hasnt whole-job-kill-pids "e.get('type')=='ok' and e.get('op')=='clean' and e['job']==1 and any(n.endswith('000000_shard_states') for n in e['value']['removed'])" "dead job's segment left for the restart"
+
+# Pause at a point inside a critical section: while one rank is stopped there
+# with the registry or a barrier mutex held, another process's operation runs
+# into the window and completes only after the stopped one was resumed.
+TRIALS=8 run mutex-held-stopped
+has mutex-held-stopped "trial:any(o['pid'] != w[0]['pid'] and w[1] and w[0]['t'] < o['invoke_t'] < w[1]['t'] < (o['t'] or 0) for w in windows(ev, 'pause-at-point') for o in ops(ev))" "an operation of another process held up inside a pause window"
+TRIALS=12 run pause-points
+has pause-points "e.get('type')=='fault' and e.get('kind')=='pause-at-point' and e.get('phase')=='end' and e.get('effect')=='continued'" "a rank resumed after stopping itself at a failpoint"
+# Crash points inside critical sections: the rank announces the point and dies
+# there (SIGKILL it raised itself); the others carry on past it.
+TRIALS=8 run crash-points
+has crash-points "trial:any(p.get('type')=='point' and any(x.get('type')=='exit' and x.get('pid')==p['pid'] and x.get('signal')==9 for x in ev) and any(o['pid']!=p['pid'] and o['outcome']=='ok' and o['invoke_t']>p['t'] for o in ops(ev)) for p in ev)" "a rank dead at a crash point and others succeeding after it"
+# Shmcoord's own init lock held by a stopped process / an inherited fd: an
+# operation that needs it starts before the holder goes and ends after.
+for s in init-lock-stopped init-lock-inherited; do
+  run $s
+  has $s "trial:any(w[1] and o['invoke_t'] < w[1]['t'] < (o['t'] or 0) for w in windows(ev, 'init-lock') for o in ops(ev))" "an operation waiting for the held init lock"
+done
+# Reused pids in the subject's own records.
+run reused-pid-records
+has reused-pid-records "trial:any(k['detail'].get('reused') and any(o['op']=='acquire' and o['outcome']=='ok' and o['value']['prefix']==k['detail']['prefix'] and o['invoke_t']>k['t'] for o in ops(ev)) for k in ev if k.get('type')=='fault' and k.get('kind')=='reused-pid' and k.get('phase')=='instant')" "the dead job's prefix granted again while its pid names a live process"
+TRIALS=4 run reused-pid-peer
+has reused-pid-peer "trial:any(w[0]['detail'].get('reused') and any(o['outcome']=='fail' and o['error']['code']=='broken' and ('pid %d' % w[0]['detail']['reused_pid']) in o['error']['message'] for o in ops(ev)) for w in windows(ev, 'reused-pid') if w[0]['job']==-1)" "peers told of the death of a participant whose pid is alive again"
+# Containers sharing /dev/shm: the same pid in two jobs (separate pid
+# namespaces), one registry (distinct prefixes).
+run containers-shared-shm
+has containers-shared-shm "trial:len({(a['job'], a['pid']) for a in ops(ev) if a['op']=='acquire'}) > len({a['pid'] for a in ops(ev) if a['op']=='acquire'}) and len({a['value']['prefix'] for a in ops(ev) if a['op']=='acquire' and a['outcome']=='ok'}) > 1" "one pid number in two containers, one shared registry"
+# Mixed remotes, both orders: the later job is refused "in use".
+run mixed-remotes
+has mixed-remotes "e.get('type')=='fail' and e['job']==1 and e['error']['code']=='in-use'" "a job without a remote refused a dir a job with one holds"
+has mixed-remotes "e.get('type')=='fail' and e['job']==3 and e['error']['code']=='in-use'" "a job with a remote refused a dir a job without one holds"
+# A replacement participant: the dead one's successor completes rounds after it.
+run replacement
+has replacement "trial:any(w[1] and any(o['pid']==w[1]['detail']['replacement_pid'] and o['op']=='barrier' and o['outcome']=='ok' and o['args']['round']>=w[1]['detail']['first_round'] for o in ops(ev)) for w in windows(ev, 'replacement'))" "a replacement attached mid-round and completing rounds"
+# Another user's registry: root's cleanup skips it, the harness marks it foreign.
+run unprivileged-creator
+has unprivileged-creator "e.get('type')=='ok' and e.get('op')=='clean' and any(n.endswith('registry') for n in e['value']['skipped'])" "root's cleanup skipping the other user's registry"
+has unprivileged-creator "e.get('type')=='fault' and e.get('kind')=='unprivileged' and e['detail'].get('foreign') and 'shmstress.registry' in e['detail']['names']" "the registry marked as another user's"
+# The misconfig fault's own lock dir is healed, not a leak.
+hasnt misconfig "e.get('type')=='audit' and any('elsewhere' in p for p in e['leftover_locks'])" "misconfig's lock dir left behind"

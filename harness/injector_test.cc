@@ -1,0 +1,162 @@
+// Injector parameters from hostile scenario files: a wrong TOML type, a number
+// that would wrap, a failpoint that does not exist, a size that means "no
+// limit" - each is a scenario error naming the file and the key's line (exit 2
+// in the CLI), never an abort or a fault that silently does nothing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "injector.h"
+#include "run.h"
+#include "scenario.h"
+
+namespace harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kJobs = R"(
+[[job]]
+count = 2
+ranks = 2
+dirs = ["/data/{job}"]
+[job.workload]
+rounds = 2
+)";
+
+// Writes a scenario whose single [[fault]] has `fault` as its body (line 9
+// onwards) and validates it as the CLI does.
+class FaultParams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("shmstress-injector-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // "" if valid, else the error.
+  std::string validate(const std::string& fault) {
+    const std::string file = (dir_ / "s.toml").string();
+    std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\n" << fault << "\n";
+    std::vector<Scenario> out;
+    std::string err;
+    if (load_and_validate({file}, &out, &err)) return "";
+    return err.substr(err.find(".toml") + 5);  // ":line: message"
+  }
+
+  // Plans trial `trial` of a valid fault.
+  TrialPlan plan(const std::string& fault, int trial = 0) {
+    const std::string file = (dir_ / "p.toml").string();
+    std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\n" << fault << "\n";
+    std::vector<Scenario> out;
+    std::string err;
+    EXPECT_TRUE(load_and_validate({file}, &out, &err)) << err;
+    TrialPlan p = base_plan(out.at(0), 1, trial);
+    Rng rng(p.seed);
+    for (const auto& f : out[0].faults) EXPECT_EQ(find_injector(f.kind)->plan(f, out[0], rng, p), std::nullopt);
+    return p;
+  }
+
+  fs::path dir_;
+};
+
+// The [[fault]] header is on line 10; its first parameter on line 11.
+TEST_F(FaultParams, WrongTypesAreErrorsAtTheirLine) {
+  EXPECT_EQ(validate("kind = \"emfile\"\nlimit = \"6\""), ":12: 'limit' must be an integer in [3, 4096], not a string");
+  EXPECT_EQ(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nprobability = \"half\""),
+            ":13: 'probability' must be a number in (0.0, 1.0], not a string");
+  EXPECT_NE(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nerrno = true").find(":13: 'errno' must be an errno name"),
+            std::string::npos);
+  EXPECT_EQ(validate("kind = \"misconfig\"\nwhat = 5"),
+            ":12: 'what' must be one of process-count, late-joiner, lock-dir, not an integer");
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = 3"), ":12: 'after' must be a non-empty string, not an integer");
+  EXPECT_EQ(validate("kind = \"sigkill\"\ncount = \"2\""), ":12: 'count' must be an integer in [1, 256], not a string");
+  EXPECT_EQ(validate("kind = \"stale-segment\"\ncontent = 1"),
+            ":12: 'content' must be one of valid, zero-length, truncated, garbage, not an integer");
+  EXPECT_EQ(validate("kind = \"stale-segment\"\nuid = \"nobody\""),
+            ":12: 'uid' must be an integer in [0, 2147483647], not a string");
+  EXPECT_EQ(validate("kind = \"unprivileged\"\nuid = \"nobody\""),
+            ":12: 'uid' must be an integer in [1, 2147483647], not a string");
+  EXPECT_EQ(validate("kind = \"sigkill\"\ntree = \"yes\""), ":12: 'tree' must be true or false, not a string");
+}
+
+TEST_F(FaultParams, NumbersThatWouldWrapAreOutOfRange) {
+  EXPECT_EQ(validate("kind = \"crash-point\"\nenumerate = 4294967297"),
+            ":12: 'enumerate' = 4294967297 is out of range [1, 100000]");
+  EXPECT_NE(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nerrno = 99999999999").find(":13: 'errno'"),
+            std::string::npos);
+  EXPECT_NE(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nerrno = \"99999999999\"").find(":13: 'errno'"),
+            std::string::npos);
+  EXPECT_EQ(validate("kind = \"unprivileged\"\nuid = 4294967297"), ":12: 'uid' = 4294967297 is out of range [1, 2147483647]");
+  EXPECT_EQ(validate("kind = \"sigkill\"\njob = 4294967296"), ":12: 'job' = 4294967296 is out of range [0, 1]");
+}
+
+TEST_F(FaultParams, FailpointsMustExist) {
+  EXPECT_EQ(validate("kind = \"crash-point\"\npoint = \"crash/registry/after-clam\""),
+            ":12: 'point': \"crash/registry/after-clam\" is not a shmcoord failpoint (docs/failpoints.md)");
+  EXPECT_NE(validate("kind = \"fiu-errno\"\npoint = [\"shm/registry/open\", \"shm/registry/opne\"]").find(":12: 'point'"),
+            std::string::npos);
+  EXPECT_NE(validate("kind = \"pause-at-point\"\npoint = \"nowhere\"").find(":12: 'point'"), std::string::npos);
+  EXPECT_EQ(validate("kind = \"crash-point\"\npoint = \"crash/registry/claim-half-written\""), "");
+}
+
+TEST_F(FaultParams, SizesAndNamesThatWouldDoNothingOrEscape) {
+  EXPECT_NE(validate("kind = \"enospc\"\nsize = \"0\"").find(":12: 'size' must be a tmpfs size"), std::string::npos);
+  EXPECT_NE(validate("kind = \"enospc\"\nsize = \"0k\"").find(":12: 'size'"), std::string::npos);
+  EXPECT_EQ(validate("kind = \"enospc\"\nsize = \"512k\""), "");
+  EXPECT_EQ(validate("kind = \"stale-segment\"\nkinds = [\"locals\", \"../etc\"]"),
+            ":12: 'kinds': \"../etc\" is not a segment kind (1-64 of [A-Za-z0-9._-])");
+  EXPECT_NE(validate("kind = \"stale-lock\"\nsuffix = \"a/b\"").find(":12: 'suffix'"), std::string::npos);
+  EXPECT_EQ(validate("kind = \"stale-lock\"\nholder = \"dead\"\nprefixes = [1]\nsuffix = \"x_filelock\""), "");
+}
+
+TEST_F(FaultParams, WholeJobKillTargetsEveryRankAtOneInstant) {
+  TrialPlan p = plan("kind = \"sigkill\"\njob = 1\ncount = 2\ntree = true\ntogether = true\nat = \"10-90ms\"");
+  ASSERT_EQ(p.actions.size(), 2u);
+  EXPECT_TRUE(p.actions[0].tree && p.actions[1].tree);
+  EXPECT_EQ(p.actions[0].at_ns, p.actions[1].at_ns);
+  EXPECT_NE(p.actions[0].rank, p.actions[1].rank);
+}
+
+TEST_F(FaultParams, PauseAtPointEnumeratesEveryPointTimesEveryCount) {
+  std::set<std::string> seen;
+  for (int trial = 0; trial < 6; ++trial) {
+    TrialPlan p = plan(
+        "kind = \"pause-at-point\"\njob = 0\nrank = 1\nenumerate = 3\n"
+        "point = [\"crash/registry/after-claim\", \"crash/barrier/wait/before-sleep\"]",
+        trial);
+    for (const auto& w : p.workers) {
+      if (w.job == 0 && w.rank == 1) {
+        ASSERT_TRUE(w.on_stop.has_value());
+        seen.insert(w.env.at("SHMCOORD_PAUSE_AT"));
+      } else {
+        EXPECT_FALSE(w.env.contains("SHMCOORD_PAUSE_AT"));
+      }
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"crash/registry/after-claim:1", "crash/registry/after-claim:2",
+                                         "crash/registry/after-claim:3", "crash/barrier/wait/before-sleep:1",
+                                         "crash/barrier/wait/before-sleep:2", "crash/barrier/wait/before-sleep:3"}));
+}
+
+TEST_F(FaultParams, ContainersPutEachListedJobInItsOwn) {
+  TrialPlan p = plan("kind = \"containers\"");
+  for (const auto& w : p.workers) EXPECT_EQ(w.container, w.job);
+  EXPECT_EQ(validate("kind = \"containers\"\njobs = [0, 0]"), ":12: 'jobs': job 0 is listed twice");
+}
+
+TEST_F(FaultParams, ReusedPidWithoutJobIsAGhostBeforeTheWorkers) {
+  TrialPlan p = plan("kind = \"reused-pid\"");
+  ASSERT_EQ(p.ghosts.size(), 1u);
+  EXPECT_EQ(p.ghosts[0].worker.env.at("SHMCOORD_PAUSE_AT"), "crash/barrier/wait/before-sleep:1");
+  EXPECT_EQ(p.ghosts[0].worker.on_stop->then, "reuse-pid");
+  for (const auto& w : p.workers) EXPECT_FALSE(w.on_stop.has_value());
+}
+
+}  // namespace
+}  // namespace harness
