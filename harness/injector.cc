@@ -292,7 +292,7 @@ std::optional<std::string> check_failpoint(const std::string& key, const std::st
 }
 
 std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::string& def_point, std::string* point,
-                                      int* nth) {
+                                      int* nth, int* pass) {
   std::vector<std::string> points;
   if (auto e = param_strings(f, "point", {def_point}, &points)) return e;
   if (points.size() == 1 && points[0] == "*") points = window_points();
@@ -308,11 +308,35 @@ std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::
     const std::size_t i = static_cast<std::size_t>(trial) % pairs;
     *point = points[i % points.size()];
     *nth = static_cast<int>(i / points.size()) + 1;
+    if (pass) *pass = static_cast<int>(static_cast<std::size_t>(trial) / pairs);
     return std::nullopt;
   }
   if (auto e = param_int(f, "nth", 1, 1, 1000000, nth)) return e;
   *point = points[static_cast<std::size_t>(trial) % points.size()];
+  if (pass) *pass = static_cast<int>(static_cast<std::size_t>(trial) / points.size());
   return std::nullopt;
+}
+
+std::optional<std::string> pick_point_target(const FaultSpec& f, const Scenario& s, Rng& rng, int pass, int* job,
+                                             int* rank) {
+  std::string target;
+  if (auto e = param_string(f, "target", "random", {"random", "cycle"}, &target)) return e;
+  if (target == "random" || f.params.contains("job") || f.params.contains("rank")) {
+    if (target != "random") return std::string("'target' = \"cycle\" chooses the rank: give no 'job' or 'rank'");
+    return pick_target(f, s, rng, job, rank);
+  }
+  int total = 0;
+  for (const auto& j : s.jobs) total += j.ranks;
+  int k = pass % total;
+  for (std::size_t j = 0; j < s.jobs.size(); ++j) {
+    if (k < s.jobs[j].ranks) {
+      *job = static_cast<int>(j);
+      *rank = k;
+      return std::nullopt;
+    }
+    k -= s.jobs[j].ranks;
+  }
+  return std::string("no rank to target");
 }
 
 std::vector<std::string> window_points() {

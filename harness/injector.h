@@ -73,8 +73,16 @@ std::vector<std::string> window_points();
 // default 1) or `enumerate = K`, with which trial i takes the i-th pair of
 // (point, k) over every point x k in 1..K (points varying fastest), so
 // |points| x K trials visit each once.
+// *pass: how many times the whole list has been visited before this trial
+// (trial / pairs), for cycling targets.
 std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::string& def_point, std::string* point,
-                                      int* nth);
+                                      int* nth, int* pass = nullptr);
+
+// Which rank a point fault aims at: `job`/`rank` if given, else by `target`:
+// "random" (seeded, the default) or "cycle" (pass p of the point list takes
+// the p-th rank of the trial, so |points| x ranks trials visit every pair).
+std::optional<std::string> pick_point_target(const FaultSpec& f, const Scenario& s, Rng& rng, int pass, int* job,
+                                             int* rank);
 
 // Helpers shared by injectors: parse "10-200ms" style params and pick targets.
 std::optional<std::string> param_range(const FaultSpec& f, const std::string& key, MsRange def, MsRange* out);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "injector.h"
 #include "run.h"
@@ -142,6 +143,34 @@ TEST_F(FaultParams, PauseAtPointEnumeratesEveryPointTimesEveryCount) {
   EXPECT_EQ(seen, (std::set<std::string>{"crash/registry/after-claim:1", "crash/registry/after-claim:2",
                                          "crash/registry/after-claim:3", "crash/barrier/wait/before-sleep:1",
                                          "crash/barrier/wait/before-sleep:2", "crash/barrier/wait/before-sleep:3"}));
+}
+
+TEST_F(FaultParams, PauseAtPointFirstArmsEveryRankForOneFault) {
+  TrialPlan p = plan("kind = \"pause-at-point\"\npoint = \"crash/registry/after-claim\"\ntarget = \"first\"");
+  ASSERT_EQ(p.workers.size(), 4u);
+  for (const auto& w : p.workers) {
+    ASSERT_TRUE(w.on_stop.has_value());
+    EXPECT_TRUE(w.on_stop->first_of_trial);
+    EXPECT_EQ(w.env.at("SHMCOORD_PAUSE_AT"), "crash/registry/after-claim:1");
+  }
+  EXPECT_NE(validate("kind = \"pause-at-point\"\npoint = \"crash/registry/after-claim\"\ntarget = \"first\"\njob = 0"),
+            "");
+}
+
+TEST_F(FaultParams, CrashPointCycleMeetsEveryPointWithEveryRank) {
+  std::set<std::tuple<std::string, int, int>> seen;
+  for (int trial = 0; trial < 8; ++trial) {
+    TrialPlan p = plan(
+        "kind = \"crash-point\"\ntarget = \"cycle\"\n"
+        "point = [\"crash/registry/after-claim\", \"crash/barrier/wait/after-enter\"]",
+        trial);
+    for (const auto& w : p.workers) {
+      if (w.env.contains("SHMSTRESS_FIU_ENABLE")) seen.insert({w.env.at("SHMSTRESS_FIU_ENABLE"), w.job, w.rank});
+    }
+  }
+  EXPECT_EQ(seen.size(), 8u);  // 2 points x 4 ranks, each once
+  EXPECT_EQ(validate("kind = \"crash-point\"\ntarget = \"cycle\"\npoint = \"crash/registry/after-claim\"\nrank = 0"),
+            ":12: 'target' = \"cycle\" chooses the rank: give no 'job' or 'rank'");
 }
 
 TEST_F(FaultParams, ContainersPutEachListedJobInItsOwn) {

@@ -39,6 +39,9 @@ struct WorkerPlan {
     std::int64_t hold_ns = 0;
     std::string then = "continue";
     nlohmann::json detail;
+    // Shared by every worker of the trial: only the first of them to stop is
+    // the fault; a later one is resumed at once.
+    bool first_of_trial = false;
   };
   std::optional<OnStop> on_stop;
 };

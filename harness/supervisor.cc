@@ -775,6 +775,11 @@ class Supervisor {
     const std::int64_t seen = mono_ns();
     w.self_stop_seen = true;
     const WorkerPlan::OnStop& os = *w.plan->on_stop;
+    if (os.first_of_trial && first_stop_taken_) {  // another worker was first: not the fault
+      ::kill(pid, SIGCONT);
+      return;
+    }
+    if (os.first_of_trial) first_stop_taken_ = true;
     Json start = {{"type", "fault"}, {"kind", os.fault}, {"phase", "start"}, {"job", w.job}, {"rank", w.rank},
                   {"pid", w.self_pid}, {"signal", SIGSTOP}, {"detail", os.detail},
                   // It stopped itself at or before t (the supervisor saw the stop at t).
@@ -1271,7 +1276,8 @@ class Supervisor {
   std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows (kind "" once closed)
   std::int64_t start_ = 0;
   bool timed_out_ = false;
-  bool healing_ = false;  // the trial is over: pauses end in SIGCONT, nothing new starts
+  bool healing_ = false;
+  bool first_stop_taken_ = false;  // a first_of_trial OnStop has fired  // the trial is over: pauses end in SIGCONT, nothing new starts
   pid_t cleanup_pid_ = -1;
   bool cleanup_done_ = false;
 };

@@ -155,7 +155,9 @@ has mixed-remotes "e.get('type')=='fail' and e['job']==1 and e['error']['code']=
 has mixed-remotes "e.get('type')=='fail' and e['job']==3 and e['error']['code']=='in-use'" "a job with a remote refused a dir a job without one holds"
 # A replacement participant: the dead one's successor completes rounds after it.
 run replacement
-has replacement "trial:any(w[1] and any(o['pid']==w[1]['detail']['replacement_pid'] and o['op']=='barrier' and o['outcome']=='ok' and o['args']['round']>=w[1]['detail']['first_round'] for o in ops(ev)) for w in windows(ev, 'replacement'))" "a replacement attached mid-round and completing rounds"
+# A subject may take the newcomer into the dead one's seat or refuse it clearly
+# (shmcoord refuses: seats are fixed); either way it tried, mid-round.
+has replacement "trial:any(w[1] and any(o['pid']==w[1]['detail']['replacement_pid'] and o['op']=='barrier_attach' and o['outcome'] in ('ok', 'fail') and o['invoke_t']>w[1]['t'] for o in ops(ev)) for w in windows(ev, 'replacement'))" "a replacement attaching in a dead participant's place, mid-round"
 # Another user's registry: root's cleanup skips it, the harness marks it foreign.
 run unprivileged-creator
 has unprivileged-creator "e.get('type')=='ok' and e.get('op')=='clean' and any(n.endswith('registry') for n in e['value']['skipped'])" "root's cleanup skipping the other user's registry"
