@@ -11,9 +11,17 @@
 namespace shmcoord {
 
 enum class RegistryVerdict {
-  kAbsent,        // no registry of ours is left: prefix names belong to nobody
-  kLive,          // it stays, holding live prefixes; their names were judged under its lock
-  kOtherVersion,  // another library version's registry: prefix names are not ours to judge
+  kAbsent,    // no registry is left: prefix names belong to nobody
+  kStays,     // a registry stays (ours holding live prefixes, or another user's);
+              // every prefix name was judged under its lock
+  kUnjudged,  // a registry stays whose slots we cannot judge by (another library
+              // version's, or another user's we cannot open or validate): no
+              // prefix name may be removed, for the reason given
+};
+
+struct RegistryJudgement {
+  RegistryVerdict verdict = RegistryVerdict::kAbsent;
+  std::string why;  // kUnjudged: why prefix names cannot be judged
 };
 
 // Under the registry's lock: frees every dead job's slot and removes every
@@ -21,7 +29,9 @@ enum class RegistryVerdict {
 // prefix granted meanwhile cannot be swept), then retires and unlinks the
 // registry if nothing is registered. A registry left retired by an interrupted
 // cleanup is removed; garbage is removed; another version's is left alone.
-Result<RegistryVerdict> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep);
+// Another user's registry is never retired or removed: if we can open it (root
+// can), its prefix names are judged under its lock like ours; if not, none is.
+Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep);
 
 // A segment without a prefix: if it is a barrier with no live participant, it
 // is retired under its own lock and unlinked; a barrier of another library

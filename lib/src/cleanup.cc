@@ -32,17 +32,18 @@ Result<CleanReport> clean_stale(const Namespace& ns, std::chrono::milliseconds t
   failpoint::crash_window("crash/cleanup/init-locked");
 
   // 1. The registry, and with it every prefix name, judged under its lock.
-  auto verdict = clean_registry(ns, *init, d, rep);
-  if (!verdict) return std::unexpected(verdict.error());
+  auto judged = clean_registry(ns, *init, d, rep);
+  if (!judged) return std::unexpected(judged.error());
+  const RegistryVerdict verdict = judged->verdict;
 
   // 2. Everything else under the root.
   for (auto& [p, entries] : list_owned(ns)) {
     for (const auto& e : entries) {
       if (!e.is_lock && e.name == ns.shm_name("registry")) continue;
       if (p >= 0) {
-        if (*verdict == RegistryVerdict::kLive) continue;  // judged under the registry lock (step 1)
-        if (*verdict == RegistryVerdict::kOtherVersion) {
-          rep.skipped.push_back({e.name, "prefix " + std::to_string(p) + " belongs to another library version's registry"});
+        if (verdict == RegistryVerdict::kStays) continue;  // judged under the registry lock (step 1)
+        if (verdict == RegistryVerdict::kUnjudged) {
+          rep.skipped.push_back({e.name, "prefix " + std::to_string(p) + ": " + judged->why});
           continue;
         }
         // No registry: nobody can grant this prefix while we hold the init lock.
@@ -63,7 +64,8 @@ Result<CleanReport> clean_stale(const Namespace& ns, std::chrono::milliseconds t
 
   // 3. The namespace's own objects once nothing of ours is left (another
   // user's entries may stay: they could not open our 0600 objects anyway).
-  bool ours_left = *verdict != RegistryVerdict::kAbsent;
+  // A registry that stays, ours or not, keeps the init lock that guards it.
+  bool ours_left = verdict != RegistryVerdict::kAbsent;
   for (const auto& [p, entries] : list_owned(ns)) {
     for (const auto& e : entries) ours_left |= e.uid == ::geteuid();
   }
@@ -79,7 +81,10 @@ Result<CleanReport> clean_stale(const Namespace& ns, std::chrono::milliseconds t
       ours_left |= !foreign;
     }
   }
-  if (!ours_left) {
+  if (init->owner() != ::geteuid()) {
+    // Another user's: its jobs may share the namespace with ours.
+    rep.skipped.push_back({init->path(), "owned by uid " + std::to_string(init->owner())});
+  } else if (!ours_left) {
     failpoint::crash_window("crash/cleanup/before-init-unlink");
     if (init->unlink_held() && init_lock_existed) rep.removed.push_back({init->path(), "nothing left to initialise"});
   }

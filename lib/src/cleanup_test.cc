@@ -3,9 +3,11 @@
 #include <fiu-control.h>
 #include <fiu.h>
 #include <gtest/gtest.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -367,6 +369,153 @@ TEST_F(CleanupTest, RetiredRegistryLeftBehindIsRemovedByTheNextCleanup) {
   auto rep = clean_stale(ns, 2000ms);
   ASSERT_TRUE(rep) << rep.error().to_string();
   EXPECT_TRUE(testing::shm_names_with(ns.root).empty()) << rep->to_string();
+}
+
+// ---------------------------------------------------------------- other users
+// Root shares a namespace with another user's job (a notebook as uid 65534 next
+// to a root training job): the registry, init lock and leases file are that
+// user's. Cleanup took "the registry is not mine" for "there is no registry",
+// so every prefix name counted as dead: a live root job's barrier went, and so
+// did the other user's init lock.
+
+// Drops this (forked) process to uid/gid 65534; "" or why not.
+std::string become_nobody() {
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+    return std::string("cannot drop to uid 65534: ") + std::strerror(errno);
+  }
+  return "";
+}
+
+std::string reason_of(const std::vector<CleanReport::Entry>& v, const std::string& needle) {
+  for (const auto& e : v) {
+    if (e.name.find(needle) != std::string::npos) return e.reason;
+  }
+  return "<not listed>";
+}
+
+uid_t shm_owner(const std::string& shm_name) {
+  struct stat st{};
+  if (::lstat(("/dev/shm" + shm_name).c_str(), &st) < 0) return static_cast<uid_t>(-1);
+  return st.st_uid;
+}
+
+TEST_F(CleanupTest, RootCleanupInAnotherUsersRegistryKeepsLiveJobsAndThatUsersInitLock) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  testing::ShmTest::Gate g;
+  // uid 65534 starts first: the registry, init lock and leases file are its own.
+  auto& nobody = fork_child([&](int out) {
+    if (auto e = become_nobody(); !e.empty()) {
+      report(out, e);
+      return 1;
+    }
+    auto reg = Registry::open(ns);
+    if (!reg) {
+      report(out, reg.error().to_string());
+      return 1;
+    }
+    auto l = reg->acquire(job("nobody"));
+    if (!l) {
+      report(out, l.error().to_string());
+      return 1;
+    }
+    auto b = Barrier::attach(ns, Namespace::prefix_suffix(l->prefix, "barrier"), 2);
+    report(out, b ? std::to_string(l->prefix) : b.error().to_string());
+    g.wait_go();
+    return 0;
+  });
+  ASSERT_EQ(read_line(nobody), "0");
+  ASSERT_EQ(shm_owner(ns.shm_name("registry")), 65534u);
+  // A live root job in that registry: its barrier (one of two seats taken) and
+  // a segment are root's.
+  auto& live = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    if (!reg) {
+      report(out, reg.error().to_string());
+      return 1;
+    }
+    auto l = reg->acquire(job("root-live"));
+    if (!l) {
+      report(out, l.error().to_string());
+      return 1;
+    }
+    make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+    auto b = Barrier::attach(ns, Namespace::prefix_suffix(l->prefix, "barrier"), 2);
+    report(out, b ? std::to_string(l->prefix) : b.error().to_string());
+    g.wait_go();
+    return 0;
+  });
+  ASSERT_EQ(read_line(live), "1");
+  // A dead root job in the same registry: judged, so its names do go.
+  auto& dead = holder(g, "root-dead");
+  ASSERT_EQ(read_line(dead), "2");
+  kill_child(dead);
+
+  auto rep = clean_stale(ns);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  const std::string live_barrier = ns.root + "000001_barrier";
+  EXPECT_FALSE(testing::shm_names_with(live_barrier).empty()) << "a live job's barrier was removed\n" << rep->to_string();
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "000001_shard_states").empty()) << rep->to_string();
+  EXPECT_EQ(reason_of(rep->kept, "000001_barrier"), "prefix 1 is held by a live job") << rep->to_string();
+  EXPECT_TRUE(testing::shm_names_with(ns.root + "000002_shard_states").empty()) << rep->to_string();
+  EXPECT_EQ(reason_of(rep->removed, "000002_shard_states"), "prefix 2 has no live holder") << rep->to_string();
+  // Nothing of the other user's goes, each with its own reason.
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "init.lock").empty()) << "uid 65534's init lock was removed\n"
+                                                                        << rep->to_string();
+  EXPECT_EQ(reason_of(rep->skipped, "init.lock"), "owned by uid 65534") << rep->to_string();
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << rep->to_string();
+  EXPECT_NE(reason_of(rep->skipped, "registry").find("another user's registry (uid 65534)"), std::string::npos)
+      << rep->to_string();
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "000000_barrier").empty()) << rep->to_string();
+  EXPECT_EQ(reason_of(rep->kept, "000000_barrier"), "prefix 0 is held by a live job") << rep->to_string();
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "leases").empty()) << rep->to_string();
+}
+
+// A real EACCES (root ignores modes): an unprivileged cleanup meets root's 0600
+// registry. It cannot tell which prefixes are held, so it removes none of its
+// prefix names, saying why, and still judges what it can.
+TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSayingWhy) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  testing::ShmTest::Gate g;
+  auto& nobody = fork_child([&](int out) {
+    if (auto e = become_nobody(); !e.empty()) {
+      report(out, e);
+      return 1;
+    }
+    // Its own init lock and leases file (a standalone barrier of its own), and
+    // a prefix name it cannot know the state of once root owns the registry.
+    auto b = Barrier::attach(ns, "nobody.barrier", 2);
+    if (!b) {
+      report(out, b.error().to_string());
+      return 1;
+    }
+    make_segment(ns.shm_name("000005_shard_states"), 64);
+    report(out, "ready");
+    ::raise(SIGSTOP);  // the parent sets up root's job meanwhile
+    auto rep = clean_stale(ns);
+    std::string s = rep ? rep->to_string() : "error: " + rep.error().to_string();
+    std::replace(s.begin(), s.end(), '\n', '|');
+    report(out, s);
+    g.wait_go();
+    return 0;
+  });
+  ASSERT_EQ(read_line(nobody), "ready");
+  ASSERT_TRUE(wait_stopped(nobody));
+  ASSERT_EQ(shm_owner(ns.shm_name("init.lock")), 65534u);
+  auto& root_job = holder(g, "root");  // creates the registry: root's, 0600
+  ASSERT_EQ(read_line(root_job), "0");
+  ASSERT_EQ(shm_owner(ns.shm_name("registry")), 0u);
+  ::kill(nobody.pid, SIGCONT);
+  const std::string rep = read_line(nobody);
+  EXPECT_EQ(rep.find("error:"), std::string::npos) << rep;
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "000005_shard_states").empty()) << rep;
+  EXPECT_NE(rep.find("skipped /" + ns.root + "000005_shard_states (prefix 5: cannot be judged: registry /" + ns.root +
+                     "registry is owned by uid 0 and cannot be opened: Permission denied)"),
+            std::string::npos)
+      << rep;
+  EXPECT_NE(rep.find("kept /" + ns.root + "nobody.barrier (barrier"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("skipped /" + ns.root + "000000_shard_states (prefix 0: cannot be judged"), std::string::npos) << rep;
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << rep;
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "000000_shard_states").empty()) << rep;
 }
 
 // ---------------------------------------------------------------- versions

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -664,20 +665,30 @@ Result<std::vector<SlotInfo>> Registry::snapshot(std::chrono::milliseconds timeo
   return out;
 }
 
-Result<RegistryVerdict> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep) {
+Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep) {
   const std::string name = ns.shm_name(kSuffix);
   const std::string path = std::string(kShmDir) + name;
   struct stat st{};
-  if (::lstat(path.c_str(), &st) < 0) return RegistryVerdict::kAbsent;
-  if (st.st_uid != ::geteuid()) {
-    rep.skipped.push_back({name, "owned by uid " + std::to_string(st.st_uid)});
-    return RegistryVerdict::kAbsent;  // none of ours: our processes could not have used it
-  }
+  if (::lstat(path.c_str(), &st) < 0) return RegistryJudgement{};
+  // Another user's registry can hold our jobs' prefixes (root opens any 0600
+  // entry, so a root job joins a registry another user created): it is judged
+  // like ours when we can open it, but it is never retired or removed.
+  const bool foreign = st.st_uid != ::geteuid();
+  const std::string owner = "uid " + std::to_string(st.st_uid);
+  auto unjudged = [&](std::string why) -> Result<RegistryJudgement> {
+    rep.skipped.push_back({name, why});
+    return RegistryJudgement{RegistryVerdict::kUnjudged, "cannot be judged: " + why};
+  };
   // Classify what is there without any lock: we hold the init lock, so nobody
   // creates or rebuilds a registry meanwhile.
   bool valid = false, retired = false;
   std::uint32_t version = 0;
-  if (int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0); fd >= 0) {
+  int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  if (fd < 0 && foreign) {
+    const int e = errno;
+    return unjudged("registry " + name + " is owned by " + owner + " and cannot be opened: " + std::strerror(e));
+  }
+  if (fd >= 0) {
     struct stat fst{};
     if (::fstat(fd, &fst) == 0 && fst.st_size >= 16) {
       const auto n = static_cast<std::size_t>(fst.st_size);
@@ -692,18 +703,25 @@ Result<RegistryVerdict> clean_registry(const Namespace& ns, const InitLock& held
     ::close(fd);
   }
   if (version != 0 && version != records::kVersion) {
-    rep.skipped.push_back({name, "a registry of shmcoord layout version " + std::to_string(version) +
-                                     " (this library is version " + std::to_string(records::kVersion) + ")"});
-    return RegistryVerdict::kOtherVersion;
+    return unjudged("a registry of shmcoord layout version " + std::to_string(version) + " (this library is version " +
+                    std::to_string(records::kVersion) + ")");
+  }
+  if (foreign && (!valid || retired)) {
+    // Its owner's next cleanup or acquire tidies it; which of our prefix names
+    // it granted before it broke, we cannot tell.
+    return unjudged("registry " + name + " is owned by " + owner + " and is " +
+                    (retired ? "retired by an interrupted cleanup" : "zero-length, truncated or garbage") +
+                    ": left to its owner");
   }
   if (!valid || retired) {
     if (::shm_unlink(name.c_str()) == 0) {
       rep.removed.push_back({name, retired ? "registry retired by a cleanup that was interrupted before unlinking it"
                                            : "registry is zero-length, truncated or garbage"});
     }
-    return RegistryVerdict::kAbsent;
+    return RegistryJudgement{};
   }
   auto seg = Segment::open(ns, registry_spec(), false, d, &held);
+  if (!seg && foreign) return unjudged("registry " + name + " is owned by " + owner + ": " + seg.error().message);
   if (!seg) return std::unexpected(seg.error());
   auto* L = static_cast<RegistryLayout*>(seg->data());
   Core c{ns, L};
@@ -712,22 +730,30 @@ Result<RegistryVerdict> clean_registry(const Namespace& ns, const InitLock& held
   if (g->owner_died()) c.repair();
   failpoint::crash_window("crash/cleanup/registry-locked");
   {
+    // Frees dead jobs' slots (as any acquire in the namespace does) and removes
+    // only our names (remove_entry never touches another user's).
     LeaseProbe probe(ns);
     c.sweep(probe, true, &rep, nullptr);
   }
   failpoint::crash_window("crash/cleanup/after-sweep");
   int used = 0;
   for (const Slot& s : L->slots) used += load(s.state) != records::kSlotFree;
+  if (foreign) {
+    rep.skipped.push_back({name, "another user's registry (" + owner + "), " + std::to_string(used) +
+                                     " prefixes in use: its prefix names were judged under its lock, the registry "
+                                     "is left to its owner"});
+    return RegistryJudgement{RegistryVerdict::kStays, ""};
+  }
   if (used > 0) {
     rep.kept.push_back({name, std::to_string(used) + " live prefixes"});
-    return RegistryVerdict::kLive;
+    return RegistryJudgement{RegistryVerdict::kStays, ""};
   }
   // Retired first, under the lock: a process that still maps it reopens by
   // name (and, needing the init lock to create a new one, waits for us).
   store(L->h.retired, 1);
   failpoint::crash_window("crash/cleanup/registry-retired");
   if (shm_inode(name) == seg->inode() && ::shm_unlink(name.c_str()) == 0) rep.removed.push_back({name, "registry is empty"});
-  return RegistryVerdict::kAbsent;
+  return RegistryJudgement{};
 }
 
 }  // namespace shmcoord

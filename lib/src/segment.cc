@@ -44,9 +44,10 @@ Result<InitLock> InitLock::try_acquire(const Namespace& ns) {
     if (!locked) return std::unexpected(locked.error());
     // The name may have been unlinked (by cleanup) between our open and flock.
     struct stat mine{};
-    ::fstat(fd->get(), &mine);
+    if (::fstat(fd->get(), &mine) < 0) return std::unexpected(sys_error("fstat", l.path_, errno));
     if (shm_inode(l.path_) == mine.st_ino) {
       l.fd_ = std::move(*fd);
+      l.owner_ = mine.st_uid;
       return l;
     }
   }
@@ -65,7 +66,12 @@ Result<InitLock> InitLock::acquire(const Namespace& ns, Deadline d) {
   }
 }
 
-Status InitLock::unlink_held() { return sys::shm_unlink("lock/init/unlink", path_); }
+Status InitLock::unlink_held() {
+  if (owner_ != ::geteuid()) {
+    return fail(Code::kPermission, "init lock " + path_ + " is owned by uid " + std::to_string(owner_) + ": not removing it");
+  }
+  return sys::shm_unlink("lock/init/unlink", path_);
+}
 
 Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool create, Deadline d,
                               const InitLock* held) {

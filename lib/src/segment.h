@@ -18,6 +18,8 @@
 // registry or barrier handle costs no descriptor.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -45,13 +47,18 @@ class InitLock {
   static Result<InitLock> acquire(const Namespace& ns, Deadline d);
   // Non-blocking: kInUse when somebody else holds it.
   static Result<InitLock> try_acquire(const Namespace& ns);
-  // Removes the lock file while holding it (cleanup).
+  // Removes the lock file while holding it (cleanup, the last detacher). Never
+  // another user's (kPermission): the namespace may be shared with that user's
+  // live jobs, and it is theirs to remove.
   Status unlink_held();
   const std::string& path() const { return path_; }
+  // The uid that owns the lock file (whoever created it).
+  uid_t owner() const { return owner_; }
 
  private:
   sys::Fd fd_;
   std::string path_;
+  uid_t owner_ = 0;
 };
 
 // The failpoints of one kind of segment (docs/failpoints.md).

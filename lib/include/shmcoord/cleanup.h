@@ -13,6 +13,12 @@
 //   during a cleanup is never swept and what its holder creates after the grant
 //   survives. A barrier is retired under its own lock before it is unlinked, so
 //   a racing attach reopens by name instead of joining a removed segment.
+// - Never removes another user's entries, nor the registry, init lock or leases
+//   file another user created in a namespace we share (reported as skipped):
+//   that user's jobs may be live in it. Root's jobs can hold prefixes in such a
+//   registry, so when we can open it (root can), our prefix names are judged
+//   under its lock like under ours; when we cannot (a real EACCES), none of our
+//   prefix names is removed, and each is skipped with that reason.
 // - Never removes another shmcoord layout version's registry or barrier, nor
 //   the prefix names of such a registry (reported as skipped).
 // - Decides by name, ownership and leases, never by reading a record it has not
