@@ -4,7 +4,9 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <ctime>
+#include <functional>
 #include <utility>
 
 namespace harness {
@@ -41,13 +43,32 @@ EventLog::~EventLog() {
 
 namespace {
 
-// Halves the longest strings until the line fits in one atomic write.
-void shrink(nlohmann::json& j, std::size_t cap) {
-  for (int round = 0; round < 16; ++round) {
-    std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (s.size() + 1 <= cap) return;
+using Json = nlohmann::json;
+
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+// The arrays reachable from `j` through objects only (not inside other
+// arrays), longest dump first: the candidates for splitting.
+void arrays_of(Json& j, std::vector<Json*>* out) {
+  if (!j.is_object()) return;
+  for (auto& item : j.items()) {
+    Json& v = item.value();
+    if (v.is_array()) {
+      out->push_back(&v);
+    } else if (v.is_object()) {
+      arrays_of(v, out);
+    }
+  }
+}
+
+// Halves the longest strings until the line fits; marks what it cut.
+void cut_strings(Json& j, std::size_t cap) {
+  for (int round = 0; round < 64; ++round) {
+    if (dump(j).size() <= cap) return;
     std::string* longest = nullptr;
-    std::function<void(nlohmann::json&)> walk = [&](nlohmann::json& v) {
+    std::function<void(Json&)> walk = [&](Json& v) {
       if (v.is_string()) {
         auto* p = v.get_ptr<std::string*>();
         if (!longest || p->size() > longest->size()) longest = p;
@@ -59,21 +80,77 @@ void shrink(nlohmann::json& j, std::size_t cap) {
     if (!longest || longest->size() < 16) return;
     longest->resize(longest->size() / 2);
     *longest += "...";
+    j["truncated"] = true;
   }
+}
+
+void split_into(Json event, std::size_t cap, std::vector<std::string>* out, int depth) {
+  std::string line = dump(event);
+  if (line.size() <= cap) {
+    out->push_back(std::move(line));
+    return;
+  }
+  std::vector<Json*> arrays;
+  arrays_of(event, &arrays);
+  Json* longest = nullptr;
+  std::size_t longest_size = 0;
+  for (Json* a : arrays) {
+    if (a->size() < 2) continue;
+    std::size_t n = dump(*a).size();
+    if (n > longest_size) longest = a, longest_size = n;
+  }
+  if (longest != nullptr && depth < 64) {
+    // first: the event with the first half of the list; rest: the second half,
+    // every other list emptied so the reader's concatenation counts each once.
+    const std::size_t half = longest->size() / 2;
+    Json second(Json::value_t::array);
+    for (std::size_t i = half; i < longest->size(); ++i) second.push_back(std::move((*longest)[i]));
+    longest->erase(longest->begin() + static_cast<std::ptrdiff_t>(half), longest->end());
+    Json rest = event;
+    std::vector<Json*> rest_arrays;
+    arrays_of(rest, &rest_arrays);
+    // The same walk order finds the same list in the copy.
+    for (std::size_t i = 0; i < arrays.size(); ++i) {
+      *rest_arrays[i] = arrays[i] == longest ? std::move(second) : Json::array();
+    }
+    const bool rest_continues = event.contains("continues");
+    event["continues"] = true;
+    split_into(std::move(event), cap, out, depth + 1);
+    if (!rest_continues) rest.erase("continues");
+    split_into(std::move(rest), cap, out, depth + 1);
+    return;
+  }
+  cut_strings(event, cap);
+  if (dump(event).size() > cap) {
+    // Still too long (e.g. thousands of keys): keep what identifies it.
+    Json keep = Json::object();
+    for (const char* k : {"t", "type", "pid", "job", "rank", "local_rank", "op", "id", "continues",
+                          "kind", "phase"}) {
+      if (event.contains(k)) keep[k] = event[k];
+    }
+    keep["truncated"] = true;
+    event = std::move(keep);
+  }
+  out->push_back(dump(event));
 }
 
 }  // namespace
 
+std::vector<std::string> split_event(const nlohmann::json& event, std::size_t cap) {
+  std::vector<std::string> out;
+  split_into(event, cap, &out, 0);
+  return out;
+}
+
 void EventLog::emit(nlohmann::json event) const {
   if (fd_ < 0) return;
   if (!event.contains("t")) event["t"] = mono_ns();
-  shrink(event, PIPE_BUF);
-  std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  if (line.size() > PIPE_BUF) return;  // could not shrink: never write a torn line
-  ssize_t n;
-  do {
-    n = ::write(fd_, line.data(), line.size());
-  } while (n < 0 && errno == EINTR);
+  for (const std::string& line : split_event(event, PIPE_BUF)) {
+    ssize_t n;
+    do {
+      n = ::write(fd_, line.data(), line.size());
+    } while (n < 0 && errno == EINTR);
+  }
 }
 
 }  // namespace harness

@@ -1,13 +1,16 @@
 // The event log: history.jsonl in the trial dir, shared by every worker and the
-// supervisor. Each event is one JSON object + '\n' written with a single
+// supervisor. Each line is one JSON object + '\n' written with a single
 // write(2) on an O_APPEND fd, at most PIPE_BUF bytes, so lines from concurrent
 // writers never interleave and nothing waits in a user-space buffer: a SIGKILL
 // loses nothing already logged. Times are CLOCK_MONOTONIC nanoseconds, shared by
-// every process on the machine.
+// every process on the machine. Nothing is ever dropped: an event too long for
+// one line is split into continuation lines (docs/worker-protocol.md), and
+// whatever still cannot fit is cut and marked "truncated".
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,11 +29,17 @@ class EventLog {
   ~EventLog();
   bool ok() const { return fd_ >= 0; }
   int fd() const { return fd_; }
-  // Adds "t" (now) unless present; shortens long strings to fit PIPE_BUF.
+  // Adds "t" (now) unless present, then writes split_event()'s lines.
   void emit(nlohmann::json event) const;
 
  private:
   int fd_ = -1;
 };
+
+// The lines (each with its '\n', each at most `cap` bytes) that carry `event`:
+// one line when it fits; else its longest list split in two, every line but
+// the last marked "continues": true, each other list in the first line only;
+// a single value that still cannot fit is cut and the line marked "truncated".
+std::vector<std::string> split_event(const nlohmann::json& event, std::size_t cap);
 
 }  // namespace harness

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string_view>
@@ -93,6 +94,33 @@ bool get_bool(const Json& j, const char* key, bool fallback = false) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_boolean()) return fallback;
   return it->get<bool>();
+}
+
+std::optional<std::uint64_t> get_u64(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() >= 0) {
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  }
+  return std::nullopt;
+}
+
+// A member that must be true/false when present; nullopt when absent or of another type.
+std::optional<bool> get_flag(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
+// "truncated": true at the top of an event or inside its value / args.
+bool says_truncated(const Json& ev) {
+  if (get_flag(ev, "truncated").value_or(false)) return true;
+  for (const char* key : {"value", "args"}) {
+    auto it = ev.find(key);
+    if (it != ev.end() && it->is_object() && get_flag(*it, "truncated").value_or(false)) return true;
+  }
+  return false;
 }
 
 // "SIGKILL", or "signal 77" for one glibc has no name for.
@@ -207,7 +235,20 @@ struct Builder {
     op.invoke_t = t;
     op.complete_t = t;
     auto args = ev.find("args");
-    op.args = args != ev.end() && !args->is_null() ? *args : Json::object();
+    const bool args_ok = args == ev.end() || args->is_null() || args->is_object();
+    if (!args_ok) error(index, t, "invoke args must be an object", ev);
+    op.args = args_ok && args != ev.end() && !args->is_null() ? *args : Json::object();
+    op.truncated = says_truncated(ev);
+    if (op.op == "barrier" && op.args.contains("round")) {
+      op.round = get_i64(op.args, "round");
+      if (!op.round) error(index, t, "barrier args.round must be an integer", ev);
+    }
+    if (op.op == "witness") {
+      op.witness_when = get_str(op.args, "when").value_or("");
+      if (op.witness_when != "release" && op.witness_when != "end") {
+        error(index, t, "witness args.when must be \"release\" or \"end\"", ev);
+      }
+    }
     open_ops.emplace(key, h.ops.size());
     h.ops.push_back(std::move(op));
   }
@@ -234,19 +275,144 @@ struct Builder {
             ev);
     }
     op.complete_t = t;
+    op.truncated = op.truncated || says_truncated(ev);
     if (ok) {
       op.outcome = Outcome::kOk;
       auto value = ev.find("value");
-      op.value = value != ev.end() && !value->is_null() ? *value : Json::object();
+      if (value != ev.end() && !value->is_null() && !value->is_object()) {
+        error(index, t, "ok value must be an object", ev);
+        op.value = Json::object();
+      } else {
+        op.value = value != ev.end() && !value->is_null() ? *value : Json::object();
+      }
+      typed_value(index, t, ev, op);
       return;
     }
     op.outcome = Outcome::kFail;
     auto err = ev.find("error");
     if (err != ev.end() && err->is_object()) {
+      auto code = err->find("code"), message = err->find("message");
+      if ((code != err->end() && !code->is_string()) ||
+          (message != err->end() && !message->is_string())) {
+        error(index, t, "fail error code and message must be strings", ev);
+      }
       op.error_code = get_str(*err, "code").value_or("");
       op.error_message = get_str(*err, "message").value_or("");
     } else if (err != ev.end() && err->is_string()) {
       op.error_message = err->get<std::string>();
+    } else if (err != ev.end() && !err->is_null()) {
+      error(index, t, "fail error must be an object {code, message, errno}", ev);
+    }
+  }
+
+  // A list of strings at value[key] (absent: empty).
+  bool string_list(const Json& value, const char* key, std::vector<std::string>* out) {
+    auto it = value.find(key);
+    if (it == value.end() || it->is_null()) return true;
+    if (!it->is_array()) return false;
+    for (const Json& v : *it) {
+      if (!v.is_string()) return false;
+      out->push_back(v.get<std::string>());
+    }
+    return true;
+  }
+
+  // A segment named by a string, or by {"name", "dev", "ino"}.
+  static std::optional<SegmentRef> segment_ref(const Json& v) {
+    if (v.is_string()) return SegmentRef{v.get<std::string>(), std::nullopt, std::nullopt};
+    if (!v.is_object()) return std::nullopt;
+    auto name = get_str(v, "name");
+    if (!name) return std::nullopt;
+    SegmentRef r{*name, get_u64(v, "dev"), get_u64(v, "ino")};
+    if ((v.contains("dev") && !r.dev) || (v.contains("ino") && !r.ino)) return std::nullopt;
+    return r;
+  }
+
+  // The typed result of a known op; a value of the wrong shape is a history error.
+  void typed_value(std::size_t index, std::int64_t t, const Json& ev, Op& op) {
+    const Json& v = op.value;
+    if (op.op == "acquire") {
+      auto p = get_int(v, "prefix");
+      if (!p || *p < 0) {
+        error(index, t, "acquire ok needs an integer prefix >= 0", ev);
+      } else {
+        op.prefix = *p;
+      }
+      auto present = v.find("present");
+      if (present != v.end() && !present->is_null()) {
+        op.has_present = present->is_array();
+        bool good = present->is_array();
+        if (good) {
+          for (const Json& e : *present) {
+            auto r = segment_ref(e);
+            if (!r) {
+              good = false;
+              break;
+            }
+            op.present.push_back(std::move(*r));
+          }
+        }
+        if (!good) {
+          op.has_present = false;
+          op.present.clear();
+          error(index, t, "acquire present must be a list of names or {name, dev, ino}", ev);
+        }
+      }
+    } else if (op.op == "barrier") {
+      if (v.contains("round")) {
+        op.generation = get_i64(v, "round");
+        if (!op.generation) error(index, t, "barrier ok value.round must be an integer", ev);
+      }
+    } else if (op.op == "clean") {
+      if (!string_list(v, "removed", &op.removed) || !string_list(v, "kept", &op.kept) ||
+          !string_list(v, "skipped", &op.skipped)) {
+        error(index, t, "clean removed, kept and skipped must be lists of names", ev);
+      }
+    } else if (op.op == "segment") {
+      Json named = v;
+      if (!named.contains("name") && op.args.contains("name")) named["name"] = op.args["name"];
+      auto r = segment_ref(named);
+      if (!r) {
+        error(index, t, "segment ok needs a name (and integer dev and ino, if given)", ev);
+      } else {
+        op.segment = std::move(*r);
+      }
+    } else if (op.op == "witness") {
+      auto segs = v.find("segments");
+      bool good = segs != v.end() && segs->is_array();
+      if (good) {
+        for (const Json& e : *segs) {
+          Sighting s;
+          auto name = e.is_object() ? get_str(e, "name") : std::nullopt;
+          if (!name) {
+            good = false;
+            break;
+          }
+          s.name = *name;
+          auto dev = get_u64(e, "dev"), ino = get_u64(e, "ino");
+          if (get_flag(e, "missing").value_or(false)) {
+            s.state = Sighting::State::kMissing;
+          } else if (dev && ino) {
+            s.state = Sighting::State::kPresent;
+            s.dev = *dev;
+            s.ino = *ino;
+          } else if (auto why = get_str(e, "error")) {
+            s.state = Sighting::State::kError;
+            s.error = *why;
+          } else {
+            good = false;
+            break;
+          }
+          op.sightings.push_back(std::move(s));
+        }
+      }
+      if (!good) {
+        op.sightings.clear();
+        error(index, t,
+              "witness ok needs segments: [{name, dev, ino} | {name, missing: true} | {name, "
+              "error}]",
+              ev);
+      }
     }
   }
 
@@ -313,6 +479,7 @@ struct Builder {
     f.job = job;
     f.rank = rank;
     f.pid = get_int(ev, "pid").value_or(0);
+    f.signal = get_int(ev, "signal").value_or(0);
     f.start_t = t;
     f.end_t = t;
     f.detail = std::move(detail);
@@ -363,6 +530,7 @@ struct Builder {
 
   void audit(std::size_t index, std::int64_t t, const Json& ev) {
     h.audit.ran = true;
+    h.audit.truncated = h.audit.truncated || says_truncated(ev);
     strings(index, t, ev, "leftover_shm", &h.audit.leftover_shm);
     strings(index, t, ev, "leftover_locks", &h.audit.leftover_locks);
     auto orphans = ev.find("orphans");
@@ -385,14 +553,39 @@ struct Builder {
 
   void trial(std::size_t index, std::int64_t t, const Json& ev) {
     auto phase = get_str(ev, "phase");
+    if (ev.contains("timed_out") && !get_flag(ev, "timed_out")) {
+      error(index, t, "trial timed_out must be true or false", ev);
+    }
     if (get_bool(ev, "timed_out")) h.timed_out = true;
     if (phase == "start") {
+      h.started = true;
       if (!trial_start) trial_start = t;
     } else if (phase == "end") {
+      h.ended = true;
       trial_end = t;
-    } else if (!phase) {
-      error(index, t, "trial event needs a string phase", ev);
-    }  // other phases ("timeout") only mark the moment; timed_out says what it means
+    } else if (phase != "timeout") {
+      error(index, t, "trial phase must be start, end or timeout", ev);
+    }  // "timeout" only marks the moment; timed_out says what it means
+  }
+
+  void subject(std::size_t index, std::int64_t t, const Json& ev) {
+    auto available = get_flag(ev, "available");
+    if (!available) {
+      error(index, t, "subject event needs available: true or false", ev);
+      return;
+    }
+    if (ev.contains("reason") && !ev["reason"].is_string()) {
+      error(index, t, "subject reason must be a string", ev);
+    }
+    if (!*available) {
+      h.unavailable = get_str(ev, "reason").value_or("the subject reported itself unavailable");
+    }
+  }
+
+  void harness_error(std::size_t index, std::int64_t t, const Json& ev) {
+    auto message = get_str(ev, "message");
+    if (!message) error(index, t, "harness-error needs a string message", ev);
+    h.harness_errors.push_back(message.value_or("(harness error without a message)"));
   }
 
   void dispatch(std::size_t index, std::int64_t t, const std::string& type, const Json& ev) {
@@ -405,8 +598,8 @@ struct Builder {
     if (type == "exit") return exit(index, t, ev);
     if (type == "audit") return audit(index, t, ev);
     if (type == "trial") return trial(index, t, ev);
-    if (type == "harness-error")
-      return;  // the harness's own trouble: reported by the runner, not a history fact
+    if (type == "subject") return subject(index, t, ev);
+    if (type == "harness-error") return harness_error(index, t, ev);
     error(index, t, fmt::format("unknown event type \"{}\"", brief_text(type)), ev);
   }
 };
@@ -418,6 +611,14 @@ std::vector<Json> parse_jsonl(const std::string& text, std::vector<std::string>*
   std::vector<Json> events;
   std::size_t line_no = 0;
   std::size_t pos = 0;
+  auto parse_object = [](std::string_view s) -> std::optional<Json> {
+    try {
+      Json j = Json::parse(s, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j.is_object()) return j;
+    } catch (...) {
+    }
+    return std::nullopt;
+  };
   while (pos < text.size()) {
     std::size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) nl = text.size();
@@ -428,20 +629,59 @@ std::vector<Json> parse_jsonl(const std::string& text, std::vector<std::string>*
       line.remove_suffix(1);
     }
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-    try {
-      Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) {
-        sink.add(fmt::format("line {}: not JSON: {}", line_no, brief_text(line)));
-      } else if (!j.is_object()) {
-        sink.add(fmt::format("line {}: not a JSON object: {}", line_no, brief_text(line)));
-      } else {
-        events.push_back(std::move(j));
+    if (auto j = parse_object(line)) {
+      events.push_back(std::move(*j));
+      continue;
+    }
+    // A writer killed inside write(2) leaves a prefix of its line with no
+    // newline, and the next writer's whole line follows on the same line:
+    // recover the complete event at the end (bounded tries, for garbage).
+    std::optional<Json> rest;
+    std::size_t at = 0;
+    int tries = 0;
+    for (std::size_t p = line.find('{', 1); p != std::string_view::npos && tries < 256;
+         p = line.find('{', p + 1)) {
+      if (p + 1 < line.size() && line[p + 1] != '"') continue;
+      ++tries;
+      if ((rest = parse_object(line.substr(p)))) {
+        at = p;
+        break;
       }
-    } catch (const std::exception& e) {
-      sink.add(fmt::format("line {}: {}: {}", line_no, e.what(), brief_text(line)));
+    }
+    if (rest) {
+      sink.add(fmt::format("line {}: a torn event (its writer died inside write(2)) before a "
+                           "complete one; the torn one is lost: {}",
+                           line_no, brief_text(line.substr(0, at))));
+      events.push_back(std::move(*rest));
+      continue;
+    }
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      sink.add(fmt::format("line {}: not JSON: {}", line_no, brief_text(line)));
+    } else {
+      sink.add(fmt::format("line {}: not a JSON object: {}", line_no, brief_text(line)));
     }
   }
   return events;
+}
+
+void merge_continuation(Json& into, const Json& more) {
+  if (!into.is_object() || !more.is_object()) {
+    into = more;
+    return;
+  }
+  for (auto it = more.begin(); it != more.end(); ++it) {
+    auto mine = into.find(it.key());
+    if (mine == into.end()) {
+      into[it.key()] = it.value();
+    } else if (mine->is_object() && it->is_object()) {
+      merge_continuation(*mine, *it);
+    } else if (mine->is_array() && it->is_array()) {
+      for (const Json& v : *it) mine->push_back(v);
+    } else {
+      *mine = *it;
+    }
+  }
 }
 
 History build_history(const std::vector<Json>& events, const TrialMeta& meta,
@@ -477,7 +717,67 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
   std::stable_sort(order.begin(), order.end(),
                    [](const Entry& a, const Entry& x) { return a.t < x.t; });
 
-  for (const Entry& e : order) b.dispatch(e.index, e.t, e.type, events[e.index]);
+  // Lines of one event split with "continues" (docs/worker-protocol.md) are
+  // merged before anything reads them: same writer, type and id, in order.
+  using PieceKey = std::tuple<std::string, int, int, int, std::int64_t>;
+  struct Pending {
+    Json event;
+    std::size_t index;
+  };
+  std::map<PieceKey, Pending> pieces;
+  auto piece_key = [](const std::string& type, const Json& ev) {
+    return PieceKey{type, get_int(ev, "job").value_or(-1), get_int(ev, "rank").value_or(-1),
+                    get_int(ev, "pid").value_or(0), get_i64(ev, "id").value_or(-1)};
+  };
+  for (const Entry& e : order) {
+    const Json& ev = events[e.index];
+    auto cont = ev.find("continues");
+    if (cont != ev.end() && !cont->is_boolean()) {
+      b.error(e.index, e.t, "continues must be true or false", ev);
+      continue;
+    }
+    const bool continues = cont != ev.end() && cont->get<bool>();
+    auto it = pieces.find(piece_key(e.type, ev));
+    if (continues) {
+      if (it == pieces.end()) {
+        pieces.emplace(piece_key(e.type, ev), Pending{ev, e.index});
+      } else {
+        merge_continuation(it->second.event, ev);
+      }
+      continue;
+    }
+    if (it == pieces.end()) {
+      b.dispatch(e.index, e.t, e.type, ev);
+      continue;
+    }
+    Json whole = std::move(it->second.event);
+    pieces.erase(it);
+    merge_continuation(whole, ev);
+    whole.erase("continues");
+    b.dispatch(e.index, e.t, e.type, whole);
+  }
+  // The writer died between the lines of an event: what arrived is kept and
+  // marked truncated. An invoke never finished being logged: the op did not
+  // start. An ok / fail whose last line is missing leaves the op open (info).
+  for (auto& [key, piece] : pieces) {
+    const std::string& type = std::get<0>(key);
+    Json& ev = piece.event;
+    ev.erase("continues");
+    ev["truncated"] = true;
+    const std::int64_t t = get_i64(ev, "t").value_or(0);
+    if (type == "invoke") continue;
+    if (type == "ok" || type == "fail") {
+      auto open = b.open_ops.find(
+          OpKey{std::get<1>(key), std::get<2>(key), std::get<3>(key), std::get<4>(key)});
+      if (open != b.open_ops.end()) {
+        Op& op = h.ops[open->second];
+        op.truncated = true;
+        if (auto v = ev.find("value"); v != ev.end() && v->is_object()) op.value = *v;
+      }
+      continue;
+    }
+    b.dispatch(piece.index, t, type, ev);
+  }
 
   if (!order.empty()) {
     h.start_t = b.trial_start.value_or(order.front().t);

@@ -1,7 +1,12 @@
 // The history of one trial: what every worker said it did (invoke / ok / fail
 // events, one JSON line per write(2) in history.jsonl, see docs/worker-protocol.md),
 // what the harness did to it (faults, exits), and the leak audit. Checkers are
-// pure functions of a History; nothing here reads files except parse_jsonl().
+// pure functions of a History; nothing here reads files.
+//
+// Every event is validated once, here, into the typed records below: an event
+// that does not fit the protocol is a history error (the trial is then at
+// least unknown), never a crash and never a silently missing fact. Checkers
+// read the typed fields; Op::args / Op::value keep the raw JSON for display.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +27,29 @@ enum class Outcome { kOk, kFail, kInfo };  // kInfo: cut off, may or may not hav
 // timeout: the operation hung. Checkers match on this exact text.
 inline constexpr char kCauseTrialTimeout[] = "trial timeout";
 
+// A segment as a process reported it: its name and, when known, which object
+// it was (st_dev, st_ino), so a removal and re-creation under the same name is
+// told apart from the original.
+struct SegmentRef {
+  std::string name;
+  std::optional<std::uint64_t> dev, ino;
+  bool same_object(const SegmentRef& o) const {
+    return dev && ino && o.dev && o.ino && *dev == *o.dev && *ino == *o.ino;
+  }
+};
+
+// One entry of a witness op: what a segment's creator saw of it.
+struct Sighting {
+  enum class State { kPresent, kMissing, kError };
+  std::string name;
+  State state = State::kError;
+  std::uint64_t dev = 0, ino = 0;  // kPresent
+  std::string error;               // kError
+};
+
 // One operation of one worker. Ops are "acquire", "release", "barrier",
-// "barrier_attach", "barrier_detach", "clean", "segment" (create a job segment).
+// "barrier_attach", "barrier_detach", "clean", "segment" (create a job
+// segment), "witness" (re-check the segments it created).
 struct Op {
   int job = -1;
   int rank = -1;        // global rank within the job
@@ -39,6 +65,21 @@ struct Op {
   std::string error_code;     // fail: shmcoord code name ("timeout", "broken", "in-use", ...)
   std::string error_message;
   std::string info_cause;     // kInfo: "killed by harness (SIGKILL)", "crash point X", "trial timeout"
+  // The subject said it could not report everything (a list cut, a message
+  // shortened), or the writer died between the lines of one event: checks
+  // that read this op's result may not call it complete.
+  bool truncated = false;
+
+  // Typed results, validated by build_history (the raw JSON stays in args/value).
+  std::optional<int> prefix;               // acquire ok: the prefix granted
+  bool has_present = false;                // acquire ok: the value listed "present"
+  std::vector<SegmentRef> present;         // acquire ok: what existed under the prefix as granted
+  std::optional<std::int64_t> round;       // barrier: args.round, the caller's round
+  std::optional<std::int64_t> generation;  // barrier ok: value.round, the subject's own count
+  std::vector<std::string> removed, kept, skipped;  // clean ok
+  std::optional<SegmentRef> segment;       // segment ok: what was created
+  std::string witness_when;                // witness: args.when ("release", "end")
+  std::vector<Sighting> sightings;         // witness ok
 };
 
 // A fault window the harness (or an injector) opened. Instant faults have end == start.
@@ -49,6 +90,7 @@ struct Fault {
   int pid = 0;
   std::int64_t start_t = 0;
   std::int64_t end_t = 0;
+  int signal = 0;             // the signal sent (start of the window), if any
   Json detail;
 };
 
@@ -73,6 +115,7 @@ struct Audit {
   std::vector<int> orphan_pids;             // trial processes alive after teardown
   int max_fds = -1;                         // max fds any worker reported holding after acquire
   int max_fds_job = -1, max_fds_rank = -1, max_fds_pid = 0;  // the worker that reported max_fds
+  bool truncated = false;  // part of the audit was lost: its lists may be incomplete
 };
 
 // The scenario facts checkers need (not the whole scenario).
@@ -89,6 +132,9 @@ struct TrialMeta {
   std::int64_t acquire_deadline_ns = 0;  // subject's own deadline for acquire
   std::int64_t barrier_deadline_ns = 0;  // subject's own deadline for one barrier round
   std::int64_t grace_ns = 2'000'000'000; // slack allowed past a deadline
+  // barrier.liveness: once a participant is gone, every survivor's barrier op
+  // ends within this (+ kLivenessSlackNs), whatever the barrier deadline.
+  std::int64_t liveness_ns = 1'000'000'000;
   std::int64_t fd_bound = 64;            // prefix.progress: fds a worker may hold after acquire
   bool cleanup_step = false;             // the workload ends with a cleanup step
 };
@@ -101,12 +147,28 @@ struct History {
   Audit audit;
   std::int64_t start_t = 0, end_t = 0;
   bool timed_out = false;     // the trial hit its overall timeout (a hang)
+
+  // What the supervisor and the subject said about the trial itself.
+  bool started = false, ended = false;      // the supervisor's trial start / end events
+  std::vector<std::string> harness_errors;  // harness-error messages, in log order
+  std::optional<std::string> unavailable;   // a subject event said available: false (why)
 };
 
+// Scheduling slack on top of TrialMeta::liveness_ns.
+inline constexpr std::int64_t kLivenessSlackNs = 500'000'000;
+
 // Parses history.jsonl lines into a History. Unmatched invokes become kInfo
-// ops closed at the worker's exit (or end_t) with the reaper's cause. Bad lines
-// are reported in `errors` and skipped.
+// ops closed at the worker's exit (or end_t) with the reaper's cause. Lines
+// split with "continues" are merged first. Events that do not fit the
+// protocol are reported in `errors` (history errors) and skipped.
 History build_history(const std::vector<Json>& events, const TrialMeta& meta, std::vector<std::string>* errors);
+// Splits history.jsonl into JSON objects. A line that is not one is an error;
+// a torn write (a writer killed inside write(2)) followed on the same line by
+// a complete event costs only the torn one.
 std::vector<Json> parse_jsonl(const std::string& text, std::vector<std::string>* errors);
+
+// Merges a continuation line into what came before (objects key by key, arrays
+// concatenated, other values from `more`). See docs/worker-protocol.md.
+void merge_continuation(Json& into, const Json& more);
 
 }  // namespace harness

@@ -2,12 +2,21 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "checker.h"
+#include "events.h"
 
 namespace harness {
 namespace {
@@ -85,6 +94,77 @@ TEST(ParseJsonl, KeepsObjectsSkipsBlankLinesAndNamesBadLinesByNumber) {
   EXPECT_TRUE(AnyContains(errors, "line 4: not JSON"));
   EXPECT_TRUE(AnyContains(errors, "line 5: not a JSON object"));
   EXPECT_TRUE(AnyContains(errors, "line 7"));
+}
+
+TEST(ParseJsonl, ATornLineDoesNotSwallowTheEventWrittenAfterIt) {
+  // A writer killed inside write(2) left half a line; the next writer's line
+  // begins right after it, on the same line.
+  std::string text =
+      "{\"t\":1,\"type\":\"trial\",\"phase\":\"start\"}\n"
+      "{\"t\":2,\"type\":\"ok\",\"op\":\"clean\",\"id\":1,\"value\":{\"removed\":[\"/a\","
+      "{\"t\":3,\"type\":\"trial\",\"phase\":\"end\",\"note\":{\"x\":1}}\n";
+  std::vector<std::string> errors;
+  auto events = parse_jsonl(text, &errors);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].value("phase", ""), "end");
+  EXPECT_EQ(events[1]["note"]["x"], 1);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("line 2: a torn event (its writer died inside write(2)) before a "
+                           "complete one; the torn one is lost: {\"t\":2,\"type\":\"ok\""),
+            std::string::npos)
+      << errors[0];
+}
+
+// A real SIGKILL landing mid-write: the child writes the first half of an
+// event line with write(2) and is killed before the second half; then another
+// process appends a whole event. Only the torn event is lost.
+TEST(ParseJsonl, ASigkillMidWriteLosesOnlyTheTornEvent) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("history_sigkill_" + std::to_string(::getpid()) + ".jsonl"))
+                               .string();
+  struct Remove {
+    std::string p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove{path};
+  EventLog log(path);
+  ASSERT_TRUE(log.ok());
+  log.emit({{"t", 1}, {"type", "trial"}, {"phase", "start"}});
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+    const std::string line = split_event(
+        Json{{"t", 2}, {"type", "invoke"}, {"op", "clean"}, {"id", 1}, {"job", 0}, {"rank", 0},
+             {"pid", ::getpid()}},
+        4096)[0];
+    (void)!::write(fd, line.data(), line.size() / 2);  // the half that made it
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    for (;;) ::pause();  // killed before the rest
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::kill(child, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  ::close(ready[0]);
+  ::close(ready[1]);
+  log.emit({{"t", 3}, {"type", "trial"}, {"phase", "end"}, {"timed_out", false}});
+
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> errors;
+  auto events = parse_jsonl(text.str(), &errors);
+  ASSERT_EQ(events.size(), 2u) << text.str();
+  EXPECT_EQ(events[1].value("phase", ""), "end");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("line 2: a torn event"), std::string::npos) << errors[0];
+  History h = build_history(events, TrialMeta{}, &errors);
+  EXPECT_TRUE(h.started && h.ended);
 }
 
 TEST(ParseJsonl, BinaryGarbageAndInvalidUtf8NeverThrow) {
@@ -322,7 +402,7 @@ TEST(BuildHistory, AFloodOfBadEventsIsCappedWithACount) {
   EXPECT_EQ(errors.back(), "... and 800 more errors");
 }
 
-TEST(BuildHistory, OddlyTypedArgsValuesAndErrorsSurviveAndCheckersDoNotThrow) {
+TEST(BuildHistory, OddlyTypedArgsValuesAndErrorsAreHistoryErrorsAndCheckersDoNotThrow) {
   std::vector<std::string> errors;
   History h = Build(
       {
@@ -375,8 +455,17 @@ TEST(BuildHistory, OddlyTypedArgsValuesAndErrorsSurviveAndCheckersDoNotThrow) {
           Trial(9, "end"),
       },
       &errors);
-  EXPECT_TRUE(errors.empty()) << errors.front();
-  EXPECT_EQ(h.ops[1].error_message, "plain text");
+  // Each oddly typed piece is named, and the ops survive with what was valid.
+  std::string all;
+  for (const auto& e : errors) all += e + "\n";
+  EXPECT_NE(all.find("event 1 (t=1): invoke args must be an object"), std::string::npos) << all;
+  EXPECT_NE(all.find("event 2 (t=2): ok value must be an object"), std::string::npos) << all;
+  EXPECT_NE(all.find("event 6 (t=6): clean removed, kept and skipped must be lists of names"),
+            std::string::npos)
+      << all;
+  ASSERT_EQ(h.ops.size(), 3u);
+  EXPECT_EQ(h.ops[1].error_message, "plain text");  // a bare string error is still its message
+  EXPECT_TRUE(h.ops[2].removed.empty());
   std::vector<CheckResult> results;
   ASSERT_NO_THROW(results = run_checkers(h));
   for (const auto& r : results) {
@@ -384,6 +473,119 @@ TEST(BuildHistory, OddlyTypedArgsValuesAndErrorsSurviveAndCheckersDoNotThrow) {
     for (const auto& p : r.problems)
       EXPECT_EQ(p.find("checker failed"), std::string::npos) << r.invariant << ": " << p;
   }
+}
+
+TEST(BuildHistory, ContinuationLinesMergeIntoOneResult) {
+  Json first = Ok(3, 0, 0, 7, 1, {{"removed", {"/a", "/b"}}, {"kept", {"/k"}}, {"skipped", Json::array()}});
+  first["continues"] = true;
+  Json last = Ok(3, 0, 0, 7, 1, {{"removed", {"/c"}}, {"kept", Json::array()}, {"skipped", Json::array()}});
+  History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "clean"),
+                     Invoke(2, 1, 0, 8, 1, "clean"), first, Ok(3, 1, 0, 8, 1), last,
+                     Trial(9, "end")});
+  ASSERT_EQ(h.ops.size(), 2u);
+  const Op& clean = h.ops[0];
+  EXPECT_EQ(clean.outcome, Outcome::kOk);
+  EXPECT_EQ(clean.removed, (std::vector<std::string>{"/a", "/b", "/c"}));
+  EXPECT_EQ(clean.kept, (std::vector<std::string>{"/k"}));
+  EXPECT_FALSE(clean.truncated);
+  EXPECT_FALSE(clean.value.contains("continues"));
+  EXPECT_EQ(h.ops[1].outcome, Outcome::kOk);  // another writer's event in between is its own
+}
+
+TEST(BuildHistory, AWriterKilledBetweenContinuationLinesLeavesTheOpOpenAndTruncated) {
+  Json first = Ok(3, 0, 0, 7, 1, {{"removed", {"/a", "/b"}}});
+  first["continues"] = true;
+  History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "clean"), first,
+                     ExitSignal(5, 0, 0, 7, SIGKILL, true), Trial(9, "end")});
+  ASSERT_EQ(h.ops.size(), 1u);
+  EXPECT_EQ(h.ops[0].outcome, Outcome::kInfo);
+  EXPECT_TRUE(h.ops[0].truncated);
+}
+
+TEST(BuildHistory, TruncatedAtTheTopOrInTheValueMarksTheOp) {
+  Json top = Ok(2, 0, 0, 7, 1, {{"removed", {"/a"}}});
+  top["truncated"] = true;
+  History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "clean"), top,
+                     Invoke(3, 0, 0, 7, 2, "clean"),
+                     Ok(4, 0, 0, 7, 2, {{"removed", {"/b"}}, {"truncated", true}}),
+                     Invoke(5, 0, 0, 7, 3, "clean"), Ok(6, 0, 0, 7, 3, {{"removed", {"/c"}}}),
+                     Trial(9, "end")});
+  ASSERT_EQ(h.ops.size(), 3u);
+  EXPECT_TRUE(h.ops[0].truncated);
+  EXPECT_TRUE(h.ops[1].truncated);
+  EXPECT_FALSE(h.ops[2].truncated);
+}
+
+TEST(BuildHistory, TheSubjectEventIsAFactNotAnError) {
+  History h = Build({Trial(0, "start"),
+                     Json{{"t", 1}, {"type", "subject"}, {"available", true}, {"name", "streaming"},
+                          {"pid", 3}, {"job", 0}, {"rank", 0}},
+                     Trial(9, "end")});
+  EXPECT_FALSE(h.unavailable.has_value());
+  History off = Build({Trial(0, "start"),
+                       Json{{"t", 1}, {"type", "subject"}, {"available", false},
+                            {"reason", "cannot import streaming"}},
+                       Trial(9, "end")});
+  EXPECT_EQ(off.unavailable, "cannot import streaming");
+  std::vector<std::string> errors;
+  Build({Json{{"t", 1}, {"type", "subject"}, {"available", "no"}}}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "subject event needs available: true or false")) << errors.size();
+}
+
+TEST(BuildHistory, WrongTypedIdentityFieldsAreHistoryErrorsNotCrashes) {
+  std::vector<std::string> errors;
+  History h = Build({Trial(0, "start"), Json{{"t", 1}, {"type", 1}, {"pid", 3}},
+                     Json{{"t", 2}, {"type", "trial"}, {"phase", 7}},
+                     Json{{"t", 3}, {"type", "subject"}, {"available", false}, {"reason", 5}},
+                     Json{{"t", 4}, {"type", "harness-error"}, {"message", 3}},
+                     Trial(9, "end")},
+                    &errors);
+  EXPECT_TRUE(AnyContains(errors, "event 1: needs an integer t and a string type"));
+  EXPECT_TRUE(AnyContains(errors, "trial phase must be start, end or timeout"));
+  EXPECT_TRUE(AnyContains(errors, "subject reason must be a string"));
+  EXPECT_TRUE(AnyContains(errors, "harness-error needs a string message"));
+  EXPECT_EQ(h.unavailable, "the subject reported itself unavailable");
+  EXPECT_EQ(h.harness_errors.size(), 1u);
+  EXPECT_TRUE(h.started && h.ended);
+}
+
+TEST(BuildHistory, SegmentWitnessAndPresentValuesAreTyped) {
+  Json present = Json::array();
+  present.push_back("/r000003_locals");
+  present.push_back(Json{{"name", "/r000003_x"}, {"dev", 4}, {"ino", 9}});
+  Json seen = Json::array();
+  seen.push_back(Json{{"name", "/r000003_x"}, {"dev", 4}, {"ino", 10}});
+  seen.push_back(Json{{"name", "/r000003_y"}, {"missing", true}});
+  seen.push_back(Json{{"name", "/r000003_z"}, {"error", "EACCES: Permission denied"}});
+  History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "acquire"),
+                     Ok(2, 0, 0, 7, 1, Json{{"prefix", 3}, {"present", present}}),
+                     Invoke(3, 0, 0, 7, 2, "segment", Json{{"name", "/r000003_x"}}),
+                     Ok(4, 0, 0, 7, 2, Json{{"name", "/r000003_x"}, {"dev", 4}, {"ino", 10}}),
+                     Invoke(5, 0, 0, 7, 3, "witness", Json{{"when", "release"}}),
+                     Ok(6, 0, 0, 7, 3, Json{{"segments", seen}}), Trial(9, "end")});
+  ASSERT_EQ(h.ops.size(), 3u);
+  EXPECT_EQ(h.ops[0].prefix, 3);
+  ASSERT_EQ(h.ops[0].present.size(), 2u);
+  EXPECT_FALSE(h.ops[0].present[0].ino.has_value());
+  EXPECT_EQ(h.ops[0].present[1].ino, 9u);
+  ASSERT_TRUE(h.ops[1].segment.has_value());
+  EXPECT_EQ(h.ops[1].segment->ino, 10u);
+  EXPECT_EQ(h.ops[2].witness_when, "release");
+  ASSERT_EQ(h.ops[2].sightings.size(), 3u);
+  EXPECT_EQ(h.ops[2].sightings[0].state, Sighting::State::kPresent);
+  EXPECT_EQ(h.ops[2].sightings[1].state, Sighting::State::kMissing);
+  EXPECT_EQ(h.ops[2].sightings[2].state, Sighting::State::kError);
+
+  std::vector<std::string> errors;
+  Json bad_seen = Json::array();
+  bad_seen.push_back(Json{{"name", "/x"}});
+  Build({Invoke(1, 0, 0, 7, 1, "witness", Json{{"when", "later"}}),
+         Ok(2, 0, 0, 7, 1, Json{{"segments", bad_seen}}), Invoke(3, 0, 0, 7, 2, "acquire"),
+         Ok(4, 0, 0, 7, 2, Json{{"prefix", "3"}})},
+        &errors);
+  EXPECT_TRUE(AnyContains(errors, "witness args.when must be \"release\" or \"end\""));
+  EXPECT_TRUE(AnyContains(errors, "witness ok needs segments"));
+  EXPECT_TRUE(AnyContains(errors, "acquire ok needs an integer prefix >= 0"));
 }
 
 TEST(BuildHistory, ARandomSoupOfEventsNeverThrowsThroughBuilderAndCheckers) {
