@@ -6,9 +6,15 @@
 //   barrier_deadline + grace of its invoke, not counting time its own process
 //   spent stopped; one still open at the trial timeout hung.
 // - A round that fails ("timeout" or "broken") although every participant had
-//   entered it, none had died or been stopped, no fault was aimed at the job
-//   and no rank reported another kind of error (a mismatch breaks the barrier
-//   for everyone) is a round that should have completed.
+//   entered it, none was gone, no fault can cause that failure
+//   (checkers/excuses.h: a stop explains a timeout, never a "broken") and no
+//   other rank's barrier op had failed before it (one failure breaks the
+//   barrier for everyone: the earliest is the one judged) is a round that
+//   should have completed.
+// - Death latency: once a participant that attached is gone (killed, exited,
+//   detached) without entering round r, every other participant's round-r op
+//   ends within liveness + slack of that (TrialMeta::liveness_ns, not counting
+//   time its own process spent stopped) — not at its deadline.
 #include <fmt/format.h>
 
 #include <map>
@@ -17,6 +23,7 @@
 
 #include "checker.h"
 #include "checkers/common.h"
+#include "checkers/excuses.h"
 
 namespace harness {
 namespace {
@@ -27,8 +34,7 @@ constexpr std::int64_t kEntryMargin = 100'000'000;
 bool is_barrier_op(const Op& op) { return op.op == "barrier" || op.op.starts_with("barrier_"); }
 
 std::int64_t round_of(const Op& op, const std::vector<const Op*>& earlier_rounds) {
-  return checks::json_int(op.args, "round")
-      .value_or(static_cast<std::int64_t>(earlier_rounds.size()));
+  return op.round.value_or(static_cast<std::int64_t>(earlier_rounds.size()));
 }
 
 // Deaths of the other participants of op's job before it completed, as "rank 1 (pid 12) died at
@@ -60,19 +66,50 @@ bool failure_explained(const History& h, const Op& op, const std::map<int, const
       return true;  // someone was gone before this rank gave up
     }
   }
-  for (const Fault& f : h.faults) {
-    if ((f.job == op.job || f.job < 0) && f.start_t <= op.complete_t && f.end_t >= op.invoke_t)
-      return true;
-  }
+  if (checks::fault_causing_failure(h, op) != nullptr) return true;
   for (const Op& other : h.ops) {
-    if (other.job != op.job || other.invoke_t > op.complete_t) continue;
+    if (other.job != op.job || other.rank == op.rank || other.invoke_t > op.complete_t) continue;
     if (other.op == "barrier_detach") return true;
-    if (is_barrier_op(other) && other.outcome == Outcome::kFail && other.error_code != "timeout" &&
-        other.error_code != "broken") {
-      return true;
+    if (is_barrier_op(other) && other.outcome == Outcome::kFail &&
+        other.complete_t < op.complete_t) {
+      return true;  // broken for everyone by an earlier failure, judged on its own
     }
   }
   return false;
+}
+
+// When a participant stopped taking part: its detach, else its exit.
+struct Gone {
+  int rank = -1, pid = 0;
+  std::int64_t t = 0;
+  std::string how;
+};
+
+std::vector<Gone> gone_participants(const History& h, int job) {
+  std::vector<Gone> out;
+  std::set<std::pair<int, int>> attached;
+  for (const Op& op : h.ops) {
+    if (op.job == job && op.op == "barrier_attach" && op.outcome == Outcome::kOk) {
+      attached.insert({op.rank, op.pid});
+    }
+  }
+  for (const auto& [rank, pid] : attached) {
+    Gone g{rank, pid, checks::kNever, ""};
+    for (const Op& op : h.ops) {
+      if (op.job == job && op.rank == rank && op.pid == pid && op.op == "barrier_detach" &&
+          op.outcome == Outcome::kOk && op.complete_t < g.t) {
+        g.t = op.complete_t;
+        g.how = "detached";
+      }
+    }
+    if (const Exit* e = checks::exit_of(h, job, rank, pid); e != nullptr && e->t < g.t) {
+      g.t = e->t;
+      g.how = e->signal > 0 ? fmt::format("was killed (signal {})", e->signal)
+                            : fmt::format("exited {}", e->exit_code);
+    }
+    if (g.t != checks::kNever) out.push_back(g);
+  }
+  return out;
 }
 
 CheckResult check_barrier_liveness(const History& h) {
@@ -122,7 +159,7 @@ CheckResult check_barrier_liveness(const History& h) {
       rep.reach("killed-in-barrier");
     }
     for (const Fault& f : h.faults) {
-      if (checks::is_stop_kind(f.kind) && f.job == op.job && f.start_t <= op.complete_t &&
+      if (checks::is_stop(f) && f.job == op.job && f.start_t <= op.complete_t &&
           f.end_t >= op.invoke_t) {
         rep.reach("barrier-participant-stopped");
       }
@@ -158,10 +195,48 @@ CheckResult check_barrier_liveness(const History& h) {
       std::int64_t r = round[&op];
       if (!failure_explained(h, op, entered[{op.job, r}], participants[op.job])) {
         rep.invalid(fmt::format(
-            "{} failed round {} at {} ({}: {}) although every participant had entered it and all "
-            "were alive and running",
+            "{} failed round {} at {} ({}: {}) although every participant had entered it, all "
+            "were alive and running, no fault can cause it and nothing had failed before",
             checks::describe(h, op), r, checks::at(h, op.complete_t), op.error_code,
             op.error_message));
+      }
+    }
+  }
+
+  // Death latency: a gone participant breaks the rounds it never entered for
+  // everyone else within the liveness bound.
+  const std::int64_t bound = h.meta.liveness_ns + kLivenessSlackNs;
+  for (const auto& [job, ranks] : participants) {
+    for (const Gone& g : gone_participants(h, job)) {
+      std::set<std::int64_t> entered_rounds;
+      for (const Op& op : h.ops) {
+        if (op.job == job && op.rank == g.rank && op.pid == g.pid && op.op == "barrier" &&
+            op.invoke_t <= g.t) {
+          entered_rounds.insert(round[&op]);
+        }
+      }
+      for (const Op& op : h.ops) {
+        if (op.op != "barrier" || op.job != job || op.rank == g.rank) continue;
+        if (op.complete_t <= g.t || entered_rounds.contains(round[&op])) continue;
+        if (op.outcome == Outcome::kInfo && op.info_cause == kCauseTrialTimeout) continue;  // a hang, above
+        const std::int64_t from = std::max(g.t, op.invoke_t);
+        const std::int64_t stopped =
+            checks::stopped_ns(h, op.job, op.rank, op.pid, from, op.complete_t);
+        const std::int64_t took = op.complete_t - from - stopped;
+        if (took <= bound) {
+          if (op.outcome == Outcome::kFail) rep.reach("barrier-death-detected-in-time");
+          continue;
+        }
+        std::string how = op.outcome == Outcome::kOk     ? "completed"
+                          : op.outcome == Outcome::kFail ? "failed (" + op.error_code + ")"
+                                                         : "was cut off (" + op.info_cause + ")";
+        rep.invalid(fmt::format(
+            "{} {} at {}, {} after rank {} (pid {}) {} at {} without entering round {}{}: past "
+            "the death-detection bound {} (liveness {} + slack {})",
+            checks::describe(h, op), how, checks::at(h, op.complete_t), checks::ms(took), g.rank,
+            g.pid, g.how, checks::at(h, g.t), round[&op],
+            stopped > 0 ? fmt::format(" ({} stopped, not counted)", checks::ms(stopped)) : "",
+            checks::ms(bound), checks::ms(h.meta.liveness_ns), checks::ms(kLivenessSlackNs)));
       }
     }
   }
@@ -177,4 +252,5 @@ SHMSTRESS_REGISTER_CHECKER(
     "clear error in time — never a hang",
     harness::check_barrier_liveness,
     {"barrier-participant-died", "barrier-broken-detected", "barrier-timeout-detected",
-     "killed-in-barrier", "barrier-participant-stopped", "hang-detected"});
+     "killed-in-barrier", "barrier-participant-stopped", "hang-detected",
+     "barrier-death-detected-in-time"});

@@ -34,8 +34,7 @@ CheckResult check_barrier_safety(const History& h) {
     if (op.op == "barrier_attach") participants[op.job].insert(op.rank);
     if (op.op != "barrier") continue;
     auto& mine = jobs[op.job][op.rank];
-    std::int64_t round =
-        checks::json_int(op.args, "round").value_or(static_cast<std::int64_t>(mine.size()));
+    std::int64_t round = op.round.value_or(static_cast<std::int64_t>(mine.size()));
     mine.push_back(Entry{&op, round});
     participants[op.job].insert(op.rank);
     if (op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout)
@@ -47,6 +46,20 @@ CheckResult check_barrier_safety(const History& h) {
   }
 
   for (const auto& [job, ranks] : jobs) {
+    // A rank already in round r+1 while another is still in round r: the
+    // window in which a reset or a lapping participant breaks a barrier.
+    for (const auto& [rank, entries] : ranks) {
+      for (const Entry& e : entries) {
+        for (const auto& [other, theirs] : ranks) {
+          if (other == rank) continue;
+          for (const Entry& o : theirs) {
+            if (o.round == e.round + 1 && o.op->invoke_t < e.op->complete_t) {
+              rep.reach("barrier-rounds-overlapped");
+            }
+          }
+        }
+      }
+    }
     // round -> rank -> earliest entry
     std::map<std::int64_t, std::map<int, const Op*>> entered;
     for (const auto& [rank, entries] : ranks) {
@@ -62,7 +75,7 @@ CheckResult check_barrier_safety(const History& h) {
         for (const Entry& e : entries) {
           if (e.round != round || e.op->outcome != Outcome::kOk) continue;
           const Op& left = *e.op;
-          if (auto v = checks::json_int(left.value, "round")) values.emplace(*v, &left);
+          if (left.generation) values.emplace(*left.generation, &left);
           for (int p : participants[job]) {
             auto it = by_rank.find(p);
             const Op* in = it == by_rank.end() ? nullptr : it->second;
@@ -96,4 +109,5 @@ CheckResult check_barrier_safety(const History& h) {
 
 SHMSTRESS_REGISTER_CHECKER("barrier.safety",
                            "no participant leaves round r before every participant has entered it",
-                           harness::check_barrier_safety, {"killed-in-barrier"});
+                           harness::check_barrier_safety,
+                           {"killed-in-barrier", "barrier-rounds-overlapped"});

@@ -4,6 +4,7 @@
 // as a real trial's would.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <csignal>
 #include <map>
 #include <set>
@@ -206,7 +207,7 @@ TEST(Checkers, EveryInvariantOfTheDesignIsRegisteredWithASummary) {
   }
   for (const char* id : {"prefix.unique", "prefix.agreement", "prefix.exclusive-local",
                          "prefix.progress", "barrier.safety", "barrier.liveness", "cleanup.no-leak",
-                         "cleanup.safety", "worker.clean-exit", "harness.no-orphans"}) {
+                         "cleanup.safety", "worker.clean-exit", "worker.exits", "harness.no-orphans"}) {
     EXPECT_TRUE(ids.contains(id)) << id;
   }
 }
@@ -460,7 +461,7 @@ TEST(PrefixAgreement, AllRanksFailingAlikeIsValid) {
 
 TEST(PrefixAgreement, AFailureCausedByAFaultAimedAtThatRankIsExcused) {
   History h = Trial()
-                  .Fault("eacces", 0, 1, 0.5, 5)
+                  .Fault("fiu-errno", 0, 1, 0.5, 0.5, {{"errno", EACCES}})
                   .Acquire(0, 0, 1, 2, 0)
                   .Fail(0, 1, "acquire", 1, 2, "permission", "shm_open: Permission denied")
                   .End(10)
@@ -468,6 +469,22 @@ TEST(PrefixAgreement, AFailureCausedByAFaultAimedAtThatRankIsExcused) {
   CheckResult r = Check("prefix.agreement", h);
   EXPECT_VERDICT(r, kValid);
   EXPECT_TRUE(Reached(r, "acquire-failed-by-fault"));
+}
+
+TEST(PrefixAgreement, AFaultThatCannotCauseThatErrorIsNoExcuse) {
+  // An injected EACCES explains "permission", never "in-use"; an unknown kind nothing.
+  for (auto [kind, detail] : {std::pair<std::string, Json>{"fiu-errno", {{"errno", EACCES}}},
+                              std::pair<std::string, Json>{"eacces", Json::object()}}) {
+    History h = Trial()
+                    .Fault(kind, 0, 1, 0.5, 0.5, detail)
+                    .Acquire(0, 0, 1, 2, 0)
+                    .Fail(0, 1, "acquire", 1, 2, "in-use", "/data/0 is in use by job 3")
+                    .End(10)
+                    .Build(Meta());
+    CheckResult r = Check("prefix.agreement", h);
+    EXPECT_VERDICT(r, kInvalid);
+    EXPECT_TRUE(Names(r, {"but rank 1 (pid 1001) failed at +2.000ms: in-use"})) << kind;
+  }
 }
 
 TEST(PrefixAgreement, RanksKilledMidAcquireAreLeftOut) {

@@ -4,13 +4,24 @@
 // A removed name belongs to the prefix of its "\d{6}_" token; the registry
 // segment belongs to every holder. Removing it is invalid when some rank
 // certainly held that prefix for the whole cleanup op (acquired before it
-// started, neither released nor dead before it ended); valid when a hold
-// only overlaps the cleanup op. Names a fault seeded as another user's must
-// never be removed.
+// started, neither released nor dead before it ended), or when a rank
+// acquired the prefix *during* the cleanup and held it past its end while
+// nothing of that prefix could have existed before (no earlier hold of it,
+// nothing seeded under it): then the name was the new holder's. Valid when a
+// hold only overlaps the cleanup op otherwise. Names a fault seeded as another
+// user's must never be removed. A cleanup whose report was truncated cannot be
+// judged in full: unknown.
+//
+// Witnesses (docs/worker-protocol.md): a rank that created a segment reports,
+// before releasing and at the end, whether it is still there and the same
+// object. Missing or replaced while its creator still held the prefix is
+// invalid whoever removed it — a cleanup, a tracker, another job's sweep.
 #include <fmt/format.h>
 
 #include "checker.h"
 #include "checkers/common.h"
+
+#include <set>
 
 namespace harness {
 namespace {
@@ -22,13 +33,141 @@ std::string holder(const History& h, const RankHold& r) {
                      checks::at(h, r.sure_start), checks::at(h, r.sure_end));
 }
 
+// Prefixes a fault seeded something under (stale segments, lock files).
+std::set<int> seeded_prefixes(const History& h) {
+  std::set<int> out;
+  for (const Fault& f : h.faults) {
+    if (!f.detail.is_object()) continue;
+    for (const char* key : {"name", "path"}) {
+      auto it = f.detail.find(key);
+      if (it != f.detail.end() && it->is_string()) out.insert(checks::name_prefix(it->get<std::string>()));
+    }
+    for (const auto& n : checks::json_strings(f.detail, "names")) out.insert(checks::name_prefix(n));
+  }
+  return out;
+}
+
+// Whether `j` is the first hold of its prefix in the trial and nothing was
+// seeded under it: whatever existed under the prefix then was its own.
+bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& holds,
+                         const checks::JobHold& j, const std::set<int>& seeded) {
+  if (seeded.contains(j.prefix)) return false;
+  for (const auto& other : holds) {
+    if (&other != &j && other.prefix == j.prefix && other.maybe_start <= j.maybe_start) return false;
+  }
+  // Ranks cut off mid-acquire in another job may have claimed it first.
+  for (const Op& op : h.ops) {
+    if (op.op == "acquire" && op.outcome == Outcome::kInfo && op.job != j.job &&
+        op.invoke_t < j.maybe_start) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The hold that worker (job, rank, pid) certainly had at t.
+const checks::RankHold* hold_at(const std::vector<checks::JobHold>& holds, int job, int rank,
+                                int pid, std::int64_t t) {
+  for (const auto& j : holds) {
+    for (const auto& r : j.ranks) {
+      if (r.certain && r.job == job && r.rank == rank && r.pid == pid && r.sure_start <= t &&
+          t <= r.sure_end) {
+        return &r;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// Who reported removing `name` between `from` and `to`.
+std::string removed_by(const History& h, const std::string& name, std::int64_t from,
+                       std::int64_t to) {
+  for (const Op& op : h.ops) {
+    if (op.op != "clean" || op.outcome != Outcome::kOk || op.complete_t < from || op.invoke_t > to) {
+      continue;
+    }
+    for (const auto& n : op.removed) {
+      if (n == name) {
+        return fmt::format("the cleanup by {} ({} to {}) reported removing it", checks::who(op),
+                           checks::at(h, op.invoke_t), checks::at(h, op.complete_t));
+      }
+    }
+  }
+  return "no cleanup reported removing it (a sweep, a tracker, another job's exit?)";
+}
+
+void check_witnesses(const History& h, checks::Report& rep) {
+  const auto holds = checks::prefix_holds(h);
+  for (const Op& w : h.ops) {
+    if (w.op != "witness" || w.outcome != Outcome::kOk) continue;
+    const std::string by = fmt::format("{} witnessing at {} ({})", checks::who(w),
+                                       checks::at(h, w.invoke_t), w.witness_when);
+    if (w.truncated) rep.unknown(fmt::format("the report of {} was truncated", by));
+    // Its own release came first: it no longer holds, nothing to judge.
+    bool released = false;
+    for (const Op& op : h.ops) {
+      released = released || (op.op == "release" && op.job == w.job && op.rank == w.rank &&
+                               op.pid == w.pid && op.invoke_t < w.invoke_t &&
+                               op.outcome != Outcome::kFail);
+    }
+    if (released) continue;
+    for (const Sighting& s : w.sightings) {
+      const Op* made = nullptr;
+      for (const Op& op : h.ops) {
+        if (op.op == "segment" && op.outcome == Outcome::kOk && op.segment &&
+            op.segment->name == s.name && op.job == w.job && op.rank == w.rank &&
+            op.pid == w.pid && op.complete_t <= w.invoke_t) {
+          made = &op;  // the latest creation before the witness
+        }
+      }
+      if (made == nullptr) {
+        rep.unknown(fmt::format("{} reported {}, which it never reported creating", by, s.name));
+        continue;
+      }
+      const checks::RankHold* held = hold_at(holds, w.job, w.rank, w.pid, made->complete_t);
+      if (held == nullptr) continue;  // not created under a certain hold: nothing promised
+      const std::string what = fmt::format(
+          "segment {} that {} created at {} while holding prefix {}", s.name, checks::who(w),
+          checks::at(h, made->complete_t), held->prefix);
+      switch (s.state) {
+        case Sighting::State::kError:
+          rep.unknown(fmt::format("{}: {} could not be observed ({})", by, what, s.error));
+          break;
+        case Sighting::State::kMissing:
+          rep.reach("witness-saw-removal");
+          rep.invalid(fmt::format("{} was gone when its creator, still holding the prefix, "
+                                  "witnessed it at {}: removed under a live holder; {}",
+                                  what, checks::at(h, w.complete_t),
+                                  removed_by(h, s.name, made->complete_t, w.complete_t)));
+          break;
+        case Sighting::State::kPresent:
+          if (made->segment->dev && made->segment->ino &&
+              (*made->segment->dev != s.dev || *made->segment->ino != s.ino)) {
+            rep.reach("witness-saw-removal");
+            rep.invalid(fmt::format(
+                "{} (dev {} ino {}) was another object (dev {} ino {}) when its creator, still "
+                "holding the prefix, witnessed it at {}: removed and re-created under a live "
+                "holder; {}",
+                what, *made->segment->dev, *made->segment->ino, s.dev, s.ino,
+                checks::at(h, w.complete_t),
+                removed_by(h, s.name, made->complete_t, w.complete_t)));
+          } else {
+            rep.reach("witness-segment-intact");
+          }
+          break;
+      }
+    }
+  }
+}
+
 CheckResult check_cleanup_safety(const History& h) {
   checks::Report rep("cleanup.safety");
   const auto holds = checks::prefix_holds(h);
   const auto foreign = checks::foreign_names(h);
+  const auto seeded = seeded_prefixes(h);
   for (const Op& clean : h.ops) {
     if (clean.op != "clean" || clean.outcome != Outcome::kOk) continue;
-    if (!checks::json_strings(clean.value, "kept").empty()) rep.reach("cleanup-kept-something");
+    if (!clean.kept.empty()) rep.reach("cleanup-kept-something");
 
     // What the cleanup ran next to: live holders, stopped ones.
     for (const auto& j : holds) {
@@ -44,23 +183,28 @@ CheckResult check_cleanup_safety(const History& h) {
     const std::string by =
         fmt::format("cleanup by {} ({} to {})", checks::who(clean), checks::at(h, clean.invoke_t),
                     checks::at(h, clean.complete_t));
+    if (clean.truncated) {
+      rep.unknown(fmt::format("the report of the {} was truncated: what it removed is not known "
+                              "in full",
+                              by));
+    }
     // A lock a fault's helper held (stopped, or through an inherited fd) is a
     // live owner's for the whole window: removing it then is unsafe.
     for (const Fault& f : h.faults) {
       if (!f.detail.is_object() || !f.detail.value("protect", false)) continue;
       std::string held = f.detail.value("path", f.detail.value("name", std::string()));
       if (held.empty() || !checks::overlaps(f.start_t, f.end_t, clean.invoke_t, clean.complete_t + 1)) continue;
-      for (const std::string& name : checks::json_strings(clean.value, "removed")) {
+      for (const std::string& name : clean.removed) {
         if (name == held) {
           rep.invalid(fmt::format("{} removed {} while it was held by a live process ({})", by, name,
                                   f.detail.value("held_by", std::string("a live holder"))));
         }
       }
-      for (const std::string& name : checks::json_strings(clean.value, "kept")) {
+      for (const std::string& name : clean.kept) {
         if (name == held) rep.reach("cleanup-kept-held-lock");
       }
     }
-    for (const std::string& name : checks::json_strings(clean.value, "removed")) {
+    for (const std::string& name : clean.removed) {
       if (foreign.contains(name)) {
         rep.invalid(fmt::format("{} removed {}, which belongs to another user", by, name));
         continue;
@@ -80,6 +224,14 @@ CheckResult check_cleanup_safety(const History& h) {
           if (r.certain && r.sure_start <= clean.invoke_t && r.sure_end >= clean.complete_t) {
             rep.invalid(fmt::format("{} removed {} while {} held prefix {}{}", by, name,
                                     holder(h, r), j.prefix, stopped));
+          } else if (!registry && r.certain && r.sure_start > clean.invoke_t &&
+                     r.sure_start <= clean.complete_t && r.sure_end >= clean.complete_t &&
+                     first_of_its_prefix(h, holds, j, seeded)) {
+            rep.invalid(fmt::format(
+                "{} removed {} while {} held prefix {}{}: the hold began during the cleanup, "
+                "and nothing of prefix {} existed before it (no earlier holder, nothing seeded), "
+                "so the name was the new holder's",
+                by, name, holder(h, r), j.prefix, stopped, j.prefix));
           }
           // A hold that only partly overlaps the cleanup (its acquire, release
           // or death in flight) has a valid order: the removal came after it.
@@ -87,6 +239,7 @@ CheckResult check_cleanup_safety(const History& h) {
       }
     }
   }
+  check_witnesses(h, rep);
   return rep.take();
 }
 
@@ -98,4 +251,5 @@ SHMSTRESS_REGISTER_CHECKER(
     "cleanup never removes a resource of a live (or stopped) owner, nor another user's",
     harness::check_cleanup_safety,
     {"cleanup-kept-something", "cleanup-while-owner-alive", "cleanup-while-owner-stopped",
-     "cleanup-removed-prefix-entry", "cleanup-kept-held-lock"});
+     "cleanup-removed-prefix-entry", "cleanup-kept-held-lock", "witness-segment-intact",
+     "witness-saw-removal"});

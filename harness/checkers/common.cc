@@ -1,5 +1,7 @@
 #include "checkers/common.h"
 
+#include "checkers/excuses.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -103,15 +105,13 @@ bool aims_at(const Fault& f, int job, int rank, int pid) {
   return f.job >= 0 && f.job == job && (f.rank < 0 || f.rank == rank);
 }
 
-bool is_stop_kind(std::string_view kind) {
-  return kind == "sigstop" || kind == "stop" || kind == "pause";
-}
+bool is_stop(const Fault& f) { return stops(f); }
 
 std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64_t a,
                         std::int64_t b) {
   std::vector<std::pair<std::int64_t, std::int64_t>> windows;
   for (const Fault& f : h.faults) {
-    if (!is_stop_kind(f.kind) || !aims_at(f, job, rank, pid)) continue;
+    if (!is_stop(f) || !aims_at(f, job, rank, pid)) continue;
     std::int64_t s = std::max(f.start_t, a), e = std::min(f.end_t, b);
     if (s < e) windows.emplace_back(s, e);
   }
@@ -129,7 +129,7 @@ std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64
 
 const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::int64_t t) {
   for (const Fault& f : h.faults) {
-    if (is_stop_kind(f.kind) && aims_at(f, job, rank, pid) && f.start_t <= t && t <= f.end_t)
+    if (is_stop(f) && aims_at(f, job, rank, pid) && f.start_t <= t && t <= f.end_t)
       return &f;
   }
   return nullptr;
@@ -144,7 +144,7 @@ std::int64_t last_alive(const History& h, int job, int rank, int pid) {
   }
   const Exit* e = exit_of(h, job, rank, pid);
   for (const Fault& f : h.faults) {
-    if ((f.kind == "sigkill" || is_stop_kind(f.kind)) && aims_at(f, job, rank, pid) &&
+    if ((kills(f) || is_stop(f)) && aims_at(f, job, rank, pid) &&
         (e == nullptr || f.start_t <= e->t)) {
       t = std::max(t, f.start_t);
     }
@@ -241,12 +241,13 @@ RankHold rank_hold(const History& h, const Op& acq, int prefix, bool certain) {
 // An ok acquire whose "present" list (what existed under the prefix when the
 // worker got it) holds nothing but what the acquiring job itself created.
 bool fresh_grant(const History& h, const Op& acq) {
+  if (!acq.has_present || acq.truncated) return false;  // an incomplete list shows nothing
   std::set<std::string> own;
   for (const Op& op : h.ops) {
-    if (op.op == "segment" && op.job == acq.job) own.insert(op.value.value("name", op.args.value("name", "")));
+    if (op.op == "segment" && op.job == acq.job && op.segment) own.insert(op.segment->name);
   }
-  for (const auto& n : json_strings(acq.value, "present")) {
-    if (!own.contains(n)) return false;
+  for (const SegmentRef& n : acq.present) {
+    if (!own.contains(n.name)) return false;
   }
   return true;
 }
@@ -258,17 +259,16 @@ void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
   for (const Op& op : h.ops) {
     if (op.outcome != Outcome::kOk) continue;
     if (op.op == "clean" && op.complete_t > death_t && op.complete_t < j.stale_end) {
-      bool kept = false;
-      for (const char* key : {"kept", "skipped"}) {
-        for (const auto& n : json_strings(op.value, key)) kept = kept || name_prefix(n) == j.prefix;
+      bool kept = op.truncated;  // a cut report may have kept it
+      for (const auto* list : {&op.kept, &op.skipped}) {
+        for (const auto& n : *list) kept = kept || name_prefix(n) == j.prefix;
       }
       if (!kept) {
         j.stale_end = op.complete_t;
         j.stale_ended_by = fmt::format("cleanup by {} completed {}", who(op), at(h, op.complete_t));
       }
     } else if (op.op == "acquire" && op.complete_t > death_t && op.job != j.job &&
-               json_int(op.value, "prefix") == j.prefix && op.value.contains("present") &&
-               fresh_grant(h, op)) {
+               op.prefix == j.prefix && fresh_grant(h, op)) {
       // The worker saw nothing of the prefix when it was granted: the dead
       // job's resources were gone, reclaimed within this acquire.
       std::int64_t end = std::max(op.invoke_t, death_t);
@@ -277,8 +277,8 @@ void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
         j.stale_ended_by = fmt::format("job {} was granted it with nothing of it left, invoked {}",
                                        op.job, at(h, op.invoke_t));
       }
-    } else if (op.op == "acquire" && op.complete_t > death_t && op.invoke_t > j.maybe_start &&
-               json_int(op.value, "prefix") == j.prefix && same_dirs(h, op.job, j.job)) {
+    } else if (op.op == "acquire" && op.outcome == Outcome::kOk && op.complete_t > death_t &&
+               op.invoke_t > j.maybe_start && op.prefix == j.prefix && same_dirs(h, op.job, j.job)) {
       std::int64_t end = std::max(op.invoke_t, death_t);
       if (end < j.stale_end) {
         j.stale_end = end;
@@ -298,20 +298,15 @@ std::vector<JobHold> prefix_holds(const History& h) {
   // in a job whose ranks all agree on one prefix possibly holds that one.
   std::map<int, std::set<int>> job_prefixes;
   for (const Op& op : h.ops) {
-    if (op.op != "acquire" || op.outcome != Outcome::kOk) continue;
-    if (auto p = json_int(op.value, "prefix");
-        p && *p >= 0 && *p <= std::numeric_limits<int>::max()) {
-      job_prefixes[op.job].insert(static_cast<int>(*p));
-    }
+    if (op.op != "acquire" || op.outcome != Outcome::kOk || !op.prefix) continue;
+    job_prefixes[op.job].insert(*op.prefix);
   }
   std::map<std::pair<int, int>, std::vector<RankHold>> by_job_prefix;
   for (const Op& op : h.ops) {
     if (op.op != "acquire") continue;
     if (op.outcome == Outcome::kOk) {
-      auto p = json_int(op.value, "prefix");
-      if (!p || *p < 0 || *p > std::numeric_limits<int>::max()) continue;
-      by_job_prefix[{op.job, static_cast<int>(*p)}].push_back(
-          rank_hold(h, op, static_cast<int>(*p), true));
+      if (!op.prefix) continue;
+      by_job_prefix[{op.job, *op.prefix}].push_back(rank_hold(h, op, *op.prefix, true));
     } else if (op.outcome == Outcome::kInfo) {
       auto it = job_prefixes.find(op.job);
       if (it == job_prefixes.end() || it->second.size() != 1) continue;

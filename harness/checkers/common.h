@@ -62,7 +62,8 @@ const Exit* exit_of(const History& h, int job, int rank, int pid);
 // Whether a fault was aimed at this worker: by pid, else by job and rank
 // (rank -1 in the fault: the whole job).
 bool aims_at(const Fault& f, int job, int rank, int pid);
-bool is_stop_kind(std::string_view kind);
+// Whether the fault stops its target for its window (checkers/excuses.h).
+bool is_stop(const Fault& f);
 // Nanoseconds of [a, b] the worker spent inside a stop (SIGSTOP) window.
 std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64_t a,
                         std::int64_t b);

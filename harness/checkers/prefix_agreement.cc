@@ -1,8 +1,8 @@
 // prefix.agreement: the ranks of one job end with the same prefix, or all fail
 // with a clear error (DESIGN §4). Ranks cut off mid-acquire (info) say nothing
-// either way and are left out. A rank that failed while a fault was aimed at
-// it (an injected permission error, say) is excused: its failure is the fault's,
-// not a split decision of the subject.
+// either way and are left out. A rank whose failure a fault can cause (an
+// injected permission error: "permission", by checkers/excuses.h) is excused:
+// its failure is the fault's, not a split decision of the subject.
 #include <fmt/format.h>
 
 #include <map>
@@ -11,19 +11,10 @@
 
 #include "checker.h"
 #include "checkers/common.h"
+#include "checkers/excuses.h"
 
 namespace harness {
 namespace {
-
-bool fault_aimed_during(const History& h, const Op& op) {
-  for (const Fault& f : h.faults) {
-    if (checks::aims_at(f, op.job, op.rank, op.pid) && f.start_t <= op.complete_t &&
-        f.end_t >= op.invoke_t) {
-      return true;
-    }
-  }
-  return false;
-}
 
 std::string error_of(const Op& op) {
   return fmt::format("{}: {}", op.error_code.empty() ? "(no code)" : op.error_code,
@@ -46,7 +37,7 @@ CheckResult check_prefix_agreement(const History& h) {
     std::vector<const Op*> fails;
     for (const Op* op : ops) {
       if (op->outcome == Outcome::kOk) {
-        auto p = checks::json_int(op->value, "prefix");
+        const auto& p = op->prefix;
         if (!p) {
           rep.invalid(fmt::format("{} returned ok without a prefix: {}", checks::describe(h, *op),
                                   op->value.dump(-1, ' ', false, Json::error_handler_t::replace)));
@@ -80,7 +71,7 @@ CheckResult check_prefix_agreement(const History& h) {
     }
     const Op* winner = by_prefix.begin()->second.front();
     for (const Op* f : fails) {
-      if (fault_aimed_during(h, *f)) {
+      if (checks::fault_causing_failure(h, *f) != nullptr) {
         rep.reach("acquire-failed-by-fault");
         continue;
       }

@@ -120,6 +120,12 @@ CheckResult check_exclusive_local(const History& h) {
     }
     bool named = false;
     for (const auto& d : shared) named = named || op.error_message.find(d) != std::string::npos;
+    if (!named && op.truncated) {
+      rep.unknown(fmt::format("{} was refused \"in use\" with a truncated message that names none "
+                              "of the shared dirs ({})",
+                              checks::describe(h, op), join({shared.begin(), shared.end()})));
+      continue;
+    }
     if (!named) {
       rep.invalid(fmt::format(
           "{} was refused \"in use\" with a message that names none of the shared dirs ({}): {}",

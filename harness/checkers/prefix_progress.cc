@@ -1,14 +1,16 @@
 // prefix.progress: acquiring finishes or fails cleanly within its deadline,
 // and the fds a worker holds after acquiring stay bounded (DESIGN §4).
 //
-// An acquire may take acquire_deadline + grace, not counting the time its own
-// process spent stopped (a SIGSTOPped process cannot meet any deadline). One
-// still open when the trial timed out hung: invalid. One cut off by a kill is
-// judged by how long it had been open when it died.
+// An acquire (or a release) may take acquire_deadline + grace, not counting the
+// time its own process spent stopped (a SIGSTOPped process cannot meet any
+// deadline). One still open when the trial timed out hung: invalid. One cut
+// off by a kill is judged by how long it had been open when it died.
 #include <fmt/format.h>
 
 #include "checker.h"
 #include "checkers/common.h"
+
+#include <set>
 
 namespace harness {
 namespace {
@@ -16,8 +18,24 @@ namespace {
 CheckResult check_prefix_progress(const History& h) {
   checks::Report rep("prefix.progress");
   const std::int64_t limit = h.meta.acquire_deadline_ns + h.meta.grace_ns;
+  {
+    // An acquire that returned while many other jobs held prefixes: where a
+    // walk over every live prefix (fds, time) would show.
+    const auto holds = checks::prefix_holds(h);
+    for (const Op& op : h.ops) {
+      if (op.op != "acquire" || op.outcome != Outcome::kOk) continue;
+      std::set<int> others;
+      for (const auto& j : holds) {
+        if (j.job != op.job && j.has_sure() && j.sure_start <= op.invoke_t &&
+            j.sure_end >= op.complete_t) {
+          others.insert(j.job);
+        }
+      }
+      if (others.size() >= 8) rep.reach("acquired-beside-many-live-prefixes");
+    }
+  }
   for (const Op& op : h.ops) {
-    if (op.op != "acquire") continue;
+    if (op.op != "acquire" && op.op != "release") continue;
     if (op.outcome == Outcome::kFail && op.error_code == "timeout") rep.reach("acquire-timeout");
     if (op.outcome == Outcome::kInfo && op.info_cause == kCauseTrialTimeout) {
       rep.reach("hang-detected");
@@ -60,4 +78,5 @@ CheckResult check_prefix_progress(const History& h) {
 SHMSTRESS_REGISTER_CHECKER("prefix.progress",
                            "acquiring finishes or fails within its deadline; open fds stay bounded",
                            harness::check_prefix_progress,
-                           {"acquire-timeout", "hang-detected", "fd-bound-exceeded"});
+                           {"acquire-timeout", "hang-detected", "fd-bound-exceeded",
+                            "acquired-beside-many-live-prefixes"});

@@ -8,9 +8,13 @@
 //   of life);
 // - valid: they overlap only where an acquire or release was still in flight
 //   (a linearization exists that hands the prefix over);
+// - invalid too: one job's hold is the stale remainder of a dead job, and the
+//   other job's grant lists (in "present") a segment the dead job created —
+//   the same object by dev/ino, or, without them, a name the new job had not
+//   created yet: the dead job's resources were certainly still there;
 // - unknown: one job's hold is the stale remainder of a dead job that no
 //   cleanup, restart or fresh grant (the worker saw nothing of the prefix
-//   left when it got it) shows to be gone.
+//   left when it got it) shows to be gone, and nothing shows it still there.
 #include <fmt/format.h>
 
 #include "checker.h"
@@ -26,11 +30,45 @@ std::string span(const History& h, const JobHold& j, std::int64_t from, std::int
                      checks::at(h, to));
 }
 
+// A segment the dead job created that `acq` (a grant of the same prefix to
+// another job) listed as present, or nullptr.
+const Op* dead_segment_seen(const History& h, const JobHold& dead, const Op& acq) {
+  for (const SegmentRef& seen : acq.present) {
+    for (const Op& made : h.ops) {
+      if (made.op != "segment" || made.outcome != Outcome::kOk || !made.segment ||
+          made.job != dead.job || made.segment->name != seen.name ||
+          made.complete_t > dead.maybe_end || made.invoke_t < dead.maybe_start) {
+        continue;
+      }
+      if (seen.dev && made.segment->dev) {
+        if (seen.same_object(*made.segment)) return &made;
+        continue;  // the same name, another object: the new job's own
+      }
+      bool own = false;  // the new job may have created that name already
+      for (const Op& mine : h.ops) {
+        own = own || (mine.op == "segment" && mine.job == acq.job && mine.segment &&
+                      mine.segment->name == seen.name && mine.invoke_t <= acq.complete_t);
+      }
+      if (!own) return &made;
+    }
+  }
+  return nullptr;
+}
+
 CheckResult check_prefix_unique(const History& h) {
   checks::Report rep("prefix.unique");
   for (const Op& op : h.ops) {
     if (op.op == "acquire" && op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout) {
       rep.reach("killed-during-acquire");
+    }
+  }
+  for (const Op& a : h.ops) {  // the race the registry exists to win
+    if (a.op != "acquire") continue;
+    for (const Op& b : h.ops) {
+      if (b.op == "acquire" && b.job > a.job &&
+          checks::overlaps(a.invoke_t, a.complete_t, b.invoke_t, b.complete_t)) {
+        rep.reach("concurrent-acquires");
+      }
     }
   }
   std::vector<JobHold> holds = checks::prefix_holds(h);
@@ -64,6 +102,27 @@ CheckResult check_prefix_unique(const History& h) {
           continue;
         }
         stale_clash = true;
+        const Op* evidence = nullptr;
+        const Op* grant = nullptr;
+        for (const checks::RankHold& r : live->ranks) {
+          if (!r.certain || r.acquire == nullptr || r.acquire->truncated) continue;
+          if (r.acquire->complete_t < dead->maybe_end || r.acquire->invoke_t > dead->stale_end) continue;
+          if ((evidence = dead_segment_seen(h, *dead, *r.acquire))) {
+            grant = r.acquire;
+            break;
+          }
+        }
+        if (evidence != nullptr) {
+          rep.reach("prefix-granted-over-dead-holder");
+          rep.invalid(fmt::format(
+              "prefix {} was granted to {} at {} while segment {} of job {} (pids {}), which {} "
+              "holding it by {}, was still there (the grant's present list shows it): the dead "
+              "job still held the prefix",
+              x.prefix, checks::who(*grant), checks::at(h, grant->complete_t),
+              evidence->segment->name, dead->job, dead->pids(),
+              dead->killed ? "was killed" : "exited", checks::at(h, dead->maybe_end)));
+          continue;
+        }
         rep.unknown(
             fmt::format("prefix {}: every holder of job {} (pids {}) {} holding it by {} and {}, "
                         "yet {} held it from {}: "
@@ -90,4 +149,5 @@ SHMSTRESS_REGISTER_CHECKER(
     "no two live jobs hold the same prefix at once; a killed holder holds until cleaned",
     harness::check_prefix_unique,
     {"killed-during-acquire", "killed-holding-prefix", "prefix-reused",
-     "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight"});
+     "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight",
+     "prefix-granted-over-dead-holder", "concurrent-acquires"});
