@@ -44,14 +44,15 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
       *err = e.to_string();
       return false;
     }
-    for (const auto& inv : s->invariants) {
-      bool known = false;
-      for (const auto& c : checker_registry()) known |= c.invariant == inv;
-      if (!known) {
-        *err = f + ": unknown invariant '" + inv + "' (see `shmstress list`)";
-        return false;
+    for (const auto* states : {&s->expect_reached, &s->expect_evidence}) {
+      for (const auto& st : *states) {
+        if (st.starts_with("fault:") && !find_injector(st.substr(6))) {
+          *err = f + ": '" + st + "' names an unknown fault kind (see `shmstress list`)";
+          return false;
+        }
       }
     }
+    for (const auto& w : s->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     for (const auto& fault : s->faults) {
       const InjectorInfo* inj = find_injector(fault.kind);
       if (!inj) {
@@ -140,7 +141,7 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
     t.harness_error = true;
     t.harness_error_text += "the trial supervisor did not finish its history";
   }
-  t.checks = run_checkers(h, s.invariants);
+  t.checks = run_checkers(h);
   for (const auto& c : t.checks) {
     t.verdict = compose(t.verdict, c.verdict);
     t.reached.insert(c.reached.begin(), c.reached.end());

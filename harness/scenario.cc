@@ -12,6 +12,8 @@
 //   and anything else thrown inside are caught and turned into a ScenarioError.
 #include "scenario.h"
 
+#include "checker.h"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -46,9 +48,10 @@ constexpr Ms kMinDeadline{10};
 constexpr Ms kMaxDeadline = std::chrono::minutes(5);
 
 const std::vector<std::string_view> kTopKeys = {
-    "name",          "description", "invariants", "expect_reached", "trials", "timeout",
-    "final_cleanup", "deadlines",   "job",        "fault", "subject"};
-const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier"};
+    "name",   "description", "excuse",        "expect_reached", "expect_violation",
+    "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines",
+    "job",    "fault",       "subject"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
 const std::vector<std::string_view> kWorkloadKeys = {"acquire",      "rounds",     "round_jitter",
@@ -229,9 +232,27 @@ class Parser {
       } else if (k == "description") {
         ok = get_string(*node, "description", &out->description, /*allow_empty=*/true);
       } else if (k == "invariants") {
-        ok = get_id_list(*node, "invariants", &out->invariants);
+        // Deprecated: it used to restrict checking (now every invariant is
+        // always checked). Old known-bad scenarios listed what they expected
+        // to break, so it is read as expect_violation, with a warning.
+        deprecated_invariants = node;
+        ok = get_invariant_list(*node, "invariants", &out->expect_violation);
+        if (ok) {
+          out->warnings.push_back(
+              file_ + ":" + std::to_string(key_line(*key, *node)) +
+              ": 'invariants' is deprecated and read as 'expect_violation': every invariant is "
+              "checked on every trial; name what a known-bad subject should break with "
+              "expect_violation, and excuse an invariant only with [excuse] \"id\" = \"why\"");
+        }
+      } else if (k == "expect_violation") {
+        expect_violation = node;
+        ok = get_invariant_list(*node, "expect_violation", &out->expect_violation);
       } else if (k == "expect_reached") {
-        ok = get_id_list(*node, "expect_reached", &out->expect_reached);
+        ok = get_state_list(*node, "expect_reached", &out->expect_reached);
+      } else if (k == "expect_evidence") {
+        ok = get_state_list(*node, "expect_evidence", &out->expect_evidence);
+      } else if (k == "excuse") {
+        ok = parse_excuses(*node, out);
       } else if (k == "trials") {
         ok = get_int(*node, "trials", 1, kMaxTrials, &out->default_trials);
       } else if (k == "timeout") {
@@ -252,11 +273,28 @@ class Parser {
       if (!ok) return false;
     }
     if (out->jobs.empty()) return fail(0, "no [[job]]: a scenario needs at least one job");
+    if (deprecated_invariants != nullptr && expect_violation != nullptr) {
+      return fail(*deprecated_invariants,
+                  "'invariants' and 'expect_violation' both given: 'invariants' is the deprecated "
+                  "name of 'expect_violation'; keep only expect_violation");
+    }
+    if (!out->expect_evidence.empty() && out->expect_violation.empty()) {
+      return fail(0, "'expect_evidence' needs 'expect_violation': the evidence is what makes a "
+                     "violation of it count as the expected one");
+    }
+    for (const auto& inv : out->expect_violation) {
+      if (out->excuses.contains(inv)) {
+        return fail(0, "\"" + inv + "\" is both excused and expected to be violated");
+      }
+    }
     return true;
   }
 
  private:
   using Entry = std::pair<const toml::key*, const toml::node*>;
+
+  const toml::node* deprecated_invariants = nullptr;
+  const toml::node* expect_violation = nullptr;
 
   bool fail(int line, std::string message) {
     err_.file = file_;
@@ -380,6 +418,71 @@ class Parser {
     return true;
   }
 
+  static bool known_invariant(const std::string& id) {
+    for (const auto& c : checker_registry()) {
+      if (c.invariant == id) return true;
+    }
+    return false;
+  }
+
+  static std::string invariant_ids() {
+    std::vector<std::string> ids;
+    for (const auto& c : checker_registry()) ids.push_back(c.invariant);
+    std::sort(ids.begin(), ids.end());
+    std::string out;
+    for (const auto& id : ids) out += (out.empty() ? "" : ", ") + id;
+    return out;
+  }
+
+  bool get_invariant_list(const toml::node& n, std::string_view name,
+                          std::vector<std::string>* out) {
+    if (!get_id_list(n, name, out)) return false;
+    for (std::size_t i = 0; i < out->size(); ++i) {
+      if (!known_invariant((*out)[i])) {
+        return fail(*n.as_array()->get(i), "'" + std::string(name) + "' names unknown invariant \"" +
+                                              (*out)[i] + "\" (known: " + invariant_ids() + ")");
+      }
+    }
+    return true;
+  }
+
+  bool get_state_list(const toml::node& n, std::string_view name, std::vector<std::string>* out) {
+    if (!get_id_list(n, name, out)) return false;
+    for (std::size_t i = 0; i < out->size(); ++i) {
+      std::string why;
+      if (!known_state_name((*out)[i], &why)) {
+        return fail(*n.as_array()->get(i), "'" + std::string(name) + "' names \"" + (*out)[i] +
+                                              "\", which no trial can reach: " + why);
+      }
+    }
+    return true;
+  }
+
+  // [excuse]  "cleanup.no-leak" = "why this invariant means nothing here"
+  bool parse_excuses(const toml::node& n, Scenario* out) {
+    const auto* t = n.as_table();
+    if (t == nullptr) {
+      return fail(n, "'excuse' must be a table ([excuse], \"invariant\" = \"reason\"), got " +
+                         std::string(type_name(n)));
+    }
+    for (const auto& [key, node] : sorted(*t)) {
+      const std::string id(key->str());
+      if (!known_invariant(id)) {
+        return fail(key_line(*key, *node), "[excuse] names unknown invariant \"" + id +
+                                               "\" (known: " + invariant_ids() + ")");
+      }
+      std::string reason;
+      if (!get_string(*node, "excuse." + id, &reason, /*allow_empty=*/true)) return false;
+      if (trim(reason).empty()) {
+        return fail(*node, "[excuse] \"" + id +
+                               "\" needs a reason: say why this invariant means nothing in this "
+                               "scenario (it is shown in every report)");
+      }
+      out->excuses[id] = reason;
+    }
+    return true;
+  }
+
   // The value as the user wrote it, for messages: "20m" or 1200.
   static std::string literal(const toml::node& n) {
     if (const auto* s = n.as_string()) return "\"" + s->get() + "\"";
@@ -474,6 +577,8 @@ class Parser {
         dst = &out->acquire_deadline;
       } else if (key->str() == "barrier") {
         dst = &out->barrier_deadline;
+      } else if (key->str() == "liveness") {
+        dst = &out->liveness;
       } else {
         return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
       }
@@ -694,6 +799,39 @@ class Parser {
 };
 
 }  // namespace
+
+bool known_state_name(const std::string& state, std::string* why) {
+  auto word = [](std::string_view w) {
+    return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    });
+  };
+  std::string_view s = state;
+  if (s == "subject-unavailable") return true;
+  if (s.starts_with("fault:")) {
+    if (word(s.substr(6))) return true;
+    *why = "expected fault:<kind>";
+    return false;
+  }
+  if (s.starts_with("error:")) {
+    std::string_view rest = s.substr(6);
+    auto colon = rest.find(':');
+    if (colon != std::string_view::npos && word(rest.substr(0, colon)) &&
+        word(rest.substr(colon + 1))) {
+      return true;
+    }
+    *why = "expected error:<op>:<code>, e.g. error:acquire:in-use";
+    return false;
+  }
+  for (const auto& c : checker_registry()) {
+    for (const auto& r : c.reached_states) {
+      if (r == state) return true;
+    }
+  }
+  *why = "not a state any checker reports (see `shmstress list`), nor fault:<kind>, "
+         "error:<op>:<code> or subject-unavailable";
+  return false;
+}
 
 std::string ScenarioError::to_string() const {
   std::string out = file.empty() ? "<scenario>" : file;

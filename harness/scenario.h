@@ -1,5 +1,7 @@
 // A scenario file (scenarios/*.toml): the topology of jobs on one node, the
-// workload each rank runs, the faults to inject and the invariants to check.
+// workload each rank runs, the faults to inject, and what it expects. Every
+// invariant is checked on every trial; a scenario may only excuse one, with a
+// written reason that every report shows.
 // See docs/scenarios.md for the format. Parsing rejects unknown keys and
 // out-of-range values with "file:line: what is wrong" (exit code 2).
 #pragma once
@@ -59,10 +61,19 @@ struct Scenario {
   std::string description;
   std::vector<JobSpec> jobs;  // after expanding `count`
   std::vector<FaultSpec> faults;
-  std::vector<std::string> invariants;      // empty: all
+  // invariant -> why its verdict does not count here ([excuse]; reason non-empty).
+  std::map<std::string, std::string> excuses;
   std::vector<std::string> expect_reached;  // reached states that must occur, else inconclusive
+  // A known-bad subject's scenario: it is expected to break one of these
+  // invariants, in a trial that also shows every state of expect_evidence
+  // (e.g. "error:acquire:file-exists"): that is what "caught" means.
+  std::vector<std::string> expect_violation;
+  std::vector<std::string> expect_evidence;
+  // "file:line: ..." notes for the user (deprecated keys); nothing fatal.
+  std::vector<std::string> warnings;
   Ms acquire_deadline{5000};
   Ms barrier_deadline{3000};
+  Ms liveness{1000};  // a gone barrier participant is noticed by everyone within this (+ slack)
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
   // The subject this scenario is written for: "native", a named subject
@@ -86,11 +97,17 @@ struct ScenarioError {
 };
 
 // Parses text (file is used for messages; name defaults to its stem; raw_toml
-// is set to text). Known fault kinds / invariants / reached states are checked
-// by the caller against the registries. Never throws: on failure returns
+// is set to text). Invariant ids and reached-state names are checked against
+// the checker registry here; fault kinds (and `fault:<kind>` states) by the
+// caller against the injector registry. Never throws: on failure returns
 // nullopt and fills *err (if non-null) with "file:line: message".
 std::optional<Scenario> parse_scenario(const std::string& text, const std::string& file,
                                        ScenarioError* err);
 std::optional<Scenario> load_scenario(const std::string& path, ScenarioError* err);
+
+// Whether `state` can be reached: a checker's declared state, "fault:<kind>"
+// (kind not checked here), "error:<op>:<code>" or "subject-unavailable".
+// False with *why otherwise.
+bool known_state_name(const std::string& state, std::string* why);
 
 }  // namespace harness

@@ -4,6 +4,8 @@
 #include "scenario.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
 #include <unistd.h>
 
 #include <filesystem>
@@ -40,7 +42,8 @@ constexpr const char* kMinimal = "[[job]]\nranks = 2\n";
 TEST(ScenarioParse, FullExampleParsesToExpectedStruct) {
   const std::string text = R"(name = "two-jobs-race"
 description = "two jobs race"
-invariants = ["prefix.unique", "prefix.agreement"]
+expect_violation = ["prefix.unique", "prefix.agreement"]
+expect_evidence = ["error:acquire:file-exists"]
 expect_reached = ["killed-holding-prefix"]
 trials = 20
 timeout = "20s"
@@ -48,6 +51,9 @@ final_cleanup = false
 [deadlines]
 acquire = "5s"
 barrier = "1.5s"
+liveness = "250ms"
+[excuse]
+"cleanup.no-leak" = "no cleanup step here"
 [[job]]
 count = 2
 ranks = 3
@@ -76,8 +82,14 @@ job = 1
   EXPECT_EQ(sc.file, "dir/t.toml");
   EXPECT_EQ(sc.name, "two-jobs-race");
   EXPECT_EQ(sc.description, "two jobs race");
-  EXPECT_EQ(sc.invariants, (std::vector<std::string>{"prefix.unique", "prefix.agreement"}));
+  EXPECT_EQ(sc.expect_violation,
+            (std::vector<std::string>{"prefix.unique", "prefix.agreement"}));
+  EXPECT_EQ(sc.expect_evidence, (std::vector<std::string>{"error:acquire:file-exists"}));
   EXPECT_EQ(sc.expect_reached, (std::vector<std::string>{"killed-holding-prefix"}));
+  EXPECT_EQ(sc.excuses,
+            (std::map<std::string, std::string>{{"cleanup.no-leak", "no cleanup step here"}}));
+  EXPECT_EQ(sc.liveness, milliseconds(250));
+  EXPECT_TRUE(sc.warnings.empty());
   EXPECT_EQ(sc.default_trials, 20);
   EXPECT_EQ(sc.trial_timeout, milliseconds(20000));
   EXPECT_FALSE(sc.final_cleanup);
@@ -88,7 +100,7 @@ job = 1
   ASSERT_EQ(sc.jobs.size(), 3u);
   for (int i = 0; i < 2; ++i) {
     const JobSpec& j = sc.jobs[i];
-    EXPECT_EQ(j.line, 11);
+    EXPECT_EQ(j.line, 15);
     EXPECT_EQ(j.ranks, 3);
     EXPECT_EQ(j.dirs, (std::vector<std::string>{"/data/{job}", "/cache/{job}"}));
     EXPECT_TRUE(j.remote);
@@ -107,7 +119,7 @@ job = 1
     EXPECT_TRUE(j.workload.clean_after);
   }
   const JobSpec& j2 = sc.jobs[2];
-  EXPECT_EQ(j2.line, 27);
+  EXPECT_EQ(j2.line, 31);
   EXPECT_EQ(j2.ranks, 1);
   EXPECT_TRUE(j2.dirs.empty());
   EXPECT_FALSE(j2.remote);
@@ -117,15 +129,17 @@ job = 1
 
   ASSERT_EQ(sc.faults.size(), 1u);
   EXPECT_EQ(sc.faults[0].kind, "sigkill");
-  EXPECT_EQ(sc.faults[0].line, 30);
+  EXPECT_EQ(sc.faults[0].line, 34);
   EXPECT_EQ(sc.faults[0].params, (nlohmann::json{{"at", "10-200ms"}, {"job", 1}}));
 }
 
 TEST(ScenarioParse, OmittedKeysTakeDefaultsAndNameIsFileStem) {
   const Scenario sc = parse_ok(kMinimal);
   EXPECT_EQ(sc.name, "t");
-  EXPECT_TRUE(sc.invariants.empty());  // all
+  EXPECT_TRUE(sc.excuses.empty());  // every invariant counts
+  EXPECT_TRUE(sc.expect_violation.empty());
   EXPECT_TRUE(sc.expect_reached.empty());
+  EXPECT_EQ(sc.liveness, milliseconds(1000));
   EXPECT_EQ(sc.default_trials, 10);
   EXPECT_EQ(sc.trial_timeout, milliseconds(20000));
   EXPECT_EQ(sc.acquire_deadline, milliseconds(5000));
@@ -144,7 +158,7 @@ TEST(ScenarioParse, UnknownTopLevelKeyReportsLineAndKnownKeys) {
   EXPECT_EQ(err.line, 3);
   EXPECT_NE(err.message.find("unknown key 'trails' at top level"), std::string::npos)
       << err.message;
-  EXPECT_NE(err.message.find("known: name, description, invariants"), std::string::npos)
+  EXPECT_NE(err.message.find("known: name, description, excuse, expect_reached"), std::string::npos)
       << err.message;
   EXPECT_EQ(err.to_string().rfind("t.toml:3: unknown key 'trails'", 0), 0u) << err.to_string();
 }
@@ -169,7 +183,7 @@ TEST(ScenarioParse, UnknownWorkloadKeyReportsLineAndKey) {
 TEST(ScenarioParse, UnknownDeadlinesKeyReportsLineAndKey) {
   const auto err = parse_error("[deadlines]\nacquire = \"1s\"\nrelease = \"1s\"\n[[job]]\n");
   EXPECT_EQ(err.line, 3);
-  EXPECT_NE(err.message.find("unknown key 'release' in [deadlines] (known: acquire, barrier)"),
+  EXPECT_NE(err.message.find("unknown key 'release' in [deadlines] (known: acquire, barrier, liveness)"),
             std::string::npos)
       << err.message;
 }
@@ -208,7 +222,7 @@ TEST(ScenarioParse, WrongTypesReportTheValueLine) {
   EXPECT_EQ(parse_error("final_cleanup = 1\n[[job]]\n").line, 1);
   EXPECT_EQ(parse_error("[[job]]\n\nremote = \"yes\"\n").line, 3);
   EXPECT_EQ(parse_error("[[job]]\ndirs = [\"/a\",\n  3]\n").line, 3);
-  EXPECT_EQ(parse_error("invariants = \"prefix.unique\"\n[[job]]\n").line, 1);
+  EXPECT_EQ(parse_error("expect_violation = \"prefix.unique\"\n[[job]]\n").line, 1);
   EXPECT_EQ(parse_error("job = 3\n").line, 1);
   EXPECT_EQ(parse_error("[job]\nranks = 2\n").line, 1);  // a table, not an array of tables
   EXPECT_EQ(parse_error("deadlines = 5\n[[job]]\n").line, 1);
@@ -362,12 +376,75 @@ TEST(ScenarioParse, LocalWorldSizeModes) {
 
 TEST(ScenarioParse, NamesListsAndJobsAreValidated) {
   EXPECT_EQ(parse_error("name = \"a/b\"\n[[job]]\n").line, 1);
-  EXPECT_EQ(parse_error("invariants = []\n[[job]]\n").line, 1);
-  EXPECT_EQ(parse_error("invariants = [\"a\",\n\"a\"]\n[[job]]\n").line, 2);
+  EXPECT_EQ(parse_error("expect_violation = []\n[[job]]\n").line, 1);
+  EXPECT_EQ(parse_error("expect_violation = [\"prefix.unique\",\n\"prefix.unique\"]\n[[job]]\n").line, 2);
   EXPECT_EQ(parse_error("[[job]]\ndirs = [\"\"]\n").line, 2);
   const auto none = parse_error("name = \"x\"\n");
   EXPECT_EQ(none.line, 0);
   EXPECT_NE(none.message.find("no [[job]]"), std::string::npos);
+}
+
+TEST(ScenarioExcuse, AnExcuseNeedsAKnownInvariantAndAReason) {
+  auto unknown = parse_error("[[job]]\n[excuse]\n\"cleanup.no-leek\" = \"typo\"\n");
+  EXPECT_EQ(unknown.line, 3);
+  EXPECT_NE(unknown.message.find("[excuse] names unknown invariant \"cleanup.no-leek\" (known: "),
+            std::string::npos)
+      << unknown.message;
+  auto empty = parse_error("[[job]]\n[excuse]\n\"cleanup.no-leak\" = \"  \"\n");
+  EXPECT_EQ(empty.line, 3);
+  EXPECT_NE(empty.message.find("[excuse] \"cleanup.no-leak\" needs a reason"), std::string::npos)
+      << empty.message;
+  EXPECT_EQ(parse_error("[[job]]\n[excuse]\n\"cleanup.no-leak\" = 3\n").line, 3);
+  EXPECT_EQ(parse_error("excuse = [\"cleanup.no-leak\"]\n[[job]]\n").line, 1);
+}
+
+TEST(ScenarioExpect, ExpectViolationNamesKnownInvariantsOnly) {
+  auto err = parse_error("expect_violation = [\"prefix.unique\",\n \"barrier.hang\"]\n[[job]]\n");
+  EXPECT_EQ(err.line, 2);
+  EXPECT_NE(err.message.find("'expect_violation' names unknown invariant \"barrier.hang\""),
+            std::string::npos)
+      << err.message;
+}
+
+TEST(ScenarioExpect, EvidenceWithoutAnExpectedViolationIsRefused) {
+  auto err = parse_error("expect_evidence = [\"error:acquire:exists\"]\n[[job]]\n");
+  EXPECT_NE(err.message.find("'expect_evidence' needs 'expect_violation'"), std::string::npos)
+      << err.message;
+}
+
+TEST(ScenarioExpect, AnExcusedInvariantCannotAlsoBeExpected) {
+  auto err = parse_error(
+      "expect_violation = [\"cleanup.no-leak\"]\n[excuse]\n\"cleanup.no-leak\" = \"x\"\n[[job]]\n");
+  EXPECT_NE(err.message.find("both excused and expected to be violated"), std::string::npos)
+      << err.message;
+}
+
+TEST(ScenarioExpect, StatesNoTrialCanReachAreRefusedWithTheirLine) {
+  auto err = parse_error("expect_reached = [\"killed-holding-prefix\",\n \"killed-holding-prefx\"]\n[[job]]\n");
+  EXPECT_EQ(err.line, 2);
+  EXPECT_NE(err.message.find("names \"killed-holding-prefx\", which no trial can reach"),
+            std::string::npos)
+      << err.message;
+  EXPECT_EQ(parse_error("expect_reached = [\"error:acquire\"]\n[[job]]\n").line, 1);
+  EXPECT_EQ(parse_error("expect_reached = [\"fault:\"]\n[[job]]\n").line, 1);
+  const Scenario ok = parse_ok(
+      "expect_reached = [\"fault:sigkill\", \"error:acquire:file-exists\", "
+      "\"subject-unavailable\"]\n[[job]]\n");
+  EXPECT_EQ(ok.expect_reached.size(), 3u);
+}
+
+TEST(ScenarioDeprecated, InvariantsIsReadAsExpectViolationWithAWarning) {
+  const Scenario sc = parse_ok("\ninvariants = [\"barrier.liveness\"]\n[[job]]\n");
+  EXPECT_EQ(sc.expect_violation, (std::vector<std::string>{"barrier.liveness"}));
+  ASSERT_EQ(sc.warnings.size(), 1u);
+  EXPECT_NE(sc.warnings[0].find("t.toml:2: 'invariants' is deprecated and read as "
+                                "'expect_violation': every invariant is checked on every trial"),
+            std::string::npos)
+      << sc.warnings[0];
+  auto both = parse_error(
+      "invariants = [\"barrier.liveness\"]\nexpect_violation = [\"barrier.liveness\"]\n[[job]]\n");
+  EXPECT_EQ(both.line, 1);
+  EXPECT_NE(both.message.find("keep only expect_violation"), std::string::npos) << both.message;
 }
 
 TEST(ScenarioParse, TooManyDirsIsRejected) {
@@ -422,6 +499,14 @@ TEST(ScenarioCatalog, EveryShippedScenarioParses) {
     if (sc) {
       EXPECT_FALSE(sc->description.empty()) << entry.path() << " needs a description";
       EXPECT_EQ(sc->name, entry.path().stem().string()) << entry.path();
+      // The stock catalog checks every invariant against shmcoord, expects no
+      // violation, and says which dangerous state it exists to reach.
+      EXPECT_TRUE(sc->warnings.empty()) << entry.path() << ": " << sc->warnings.front();
+      EXPECT_TRUE(sc->expect_violation.empty()) << entry.path();
+      EXPECT_FALSE(sc->expect_reached.empty())
+          << entry.path() << " needs expect_reached: the dangerous state it exists to reach";
+      EXPECT_TRUE(sc->excuses.empty()) << entry.path() << " excuses "
+                                       << sc->excuses.begin()->first;
     }
   }
   EXPECT_GT(n, 0) << "no scenarios found in " << dir;

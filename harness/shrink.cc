@@ -163,7 +163,6 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
     return res;
   }
   expand_counts(current);
-  current.insert_or_assign("invariants", toml::array{res.invariant});
   current.erase("expect_reached");
   current.erase("trials");
   const std::uint64_t seed = sched.value("run_seed", 0ULL);

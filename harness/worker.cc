@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -110,6 +113,38 @@ Json clean_value(const shmcoord::CleanReport& r) {
   return v;
 }
 
+// A segment this worker created, as fstat(2) saw it then.
+struct Created {
+  std::string name;  // "/<root><prefix>_<kind>"
+  dev_t dev;
+  ino_t ino;
+};
+
+Json identity(const std::string& name, const struct stat& st) {
+  return {{"name", name}, {"dev", static_cast<std::uint64_t>(st.st_dev)}, {"ino", static_cast<std::uint64_t>(st.st_ino)}};
+}
+
+// The witness (docs/worker-protocol.md): what stat(2) shows now of every
+// segment this worker created. It reports, the checker judges.
+void witness(Ctx& c, const std::vector<Created>& created, const char* when) {
+  if (created.empty()) return;
+  Op op(c, "witness", {{"when", when}});
+  Json seen = Json::array();
+  for (const Created& s : created) {
+    struct stat st;
+    std::string path = std::string(shmcoord::kShmDir) + s.name;
+    if (::stat(path.c_str(), &st) == 0) {
+      seen.push_back(identity(s.name, st));
+    } else if (errno == ENOENT) {
+      seen.push_back({{"name", s.name}, {"missing", true}});
+    } else {
+      int e = errno;
+      seen.push_back({{"name", s.name}, {"error", std::string(strerrorname_np(e) ? strerrorname_np(e) : "errno") + ": " + std::strerror(e)}});
+    }
+  }
+  op.ok({{"segments", std::move(seen)}});
+}
+
 bool run_clean(Ctx& c, const shmcoord::Namespace& ns) {
   Op op(c, "clean");
   auto r = shmcoord::clean_stale(ns);
@@ -200,7 +235,14 @@ int run() {
       for (const auto& dir : {std::filesystem::path(shmcoord::kShmDir), ns.lock_dir}) {
         for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
           std::string n = it->path().filename().string();
-          if (n.rfind(stem, 0) == 0) present.push_back(dir == ns.lock_dir ? it->path().string() : "/" + n);
+          if (n.rfind(stem, 0) != 0) continue;
+          std::string shown = dir == ns.lock_dir ? it->path().string() : "/" + n;
+          struct stat st;
+          if (::stat(it->path().c_str(), &st) == 0) {
+            present.push_back(identity(shown, st));
+          } else {
+            present.push_back(shown);
+          }
         }
       }
       op.ok({{"prefix", l->prefix}, {"present", present}});
@@ -215,16 +257,19 @@ int run() {
     }
   }
 
+  std::vector<Created> created;
   if (lease && c.local_rank == 0) {
     for (const auto& kind : ops.value("segments", Json::array())) {
       std::string name = ns.shm_name(shmcoord::Namespace::prefix_suffix(lease->prefix, kind.get<std::string>()));
       Op op(c, "segment", {{"name", name}});
       int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (fd < 0 || ::ftruncate(fd, 4096) < 0) {
+      struct stat st;
+      if (fd < 0 || ::ftruncate(fd, 4096) < 0 || ::fstat(fd, &st) < 0) {
         op.fail(shmcoord::sys_error("shm_open+ftruncate", name, errno));
         all_ok = false;
       } else {
-        op.ok({{"name", name}});
+        op.ok(identity(name, st));
+        created.push_back(Created{name, st.st_dev, st.st_ino});
       }
       if (fd >= 0) ::close(fd);
     }
@@ -276,16 +321,20 @@ int run() {
 
   if (lease) {
     sleep_range(rng, ops.value("hold_ms", Json()));
+    bool released = false;
     if (ops.value("release", true)) {
+      witness(c, created, "release");
       Op op(c, "release", {{"prefix", lease->prefix}});
       auto r = reg->release(*lease);
       if (r) {
         op.ok();
+        released = true;
       } else {
         op.fail(r.error());
         all_ok = false;
       }
     }
+    if (!released) witness(c, created, "end");  // still holding as the workload ends
   }
   if (ops.value("clean_after", false)) all_ok &= run_clean(c, ns);
   return all_ok ? 0 : 1;
