@@ -33,20 +33,6 @@ std::string holder(const History& h, const RankHold& r) {
                      checks::at(h, r.sure_start), checks::at(h, r.sure_end));
 }
 
-// Prefixes a fault seeded something under (stale segments, lock files).
-std::set<int> seeded_prefixes(const History& h) {
-  std::set<int> out;
-  for (const Fault& f : h.faults) {
-    if (!f.detail.is_object()) continue;
-    for (const char* key : {"name", "path"}) {
-      auto it = f.detail.find(key);
-      if (it != f.detail.end() && it->is_string()) out.insert(checks::name_prefix(it->get<std::string>()));
-    }
-    for (const auto& n : checks::json_strings(f.detail, "names")) out.insert(checks::name_prefix(n));
-  }
-  return out;
-}
-
 // Whether `j` is the first hold of its prefix in the trial and nothing was
 // seeded under it: whatever existed under the prefix then was its own.
 bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& holds,
@@ -164,7 +150,7 @@ CheckResult check_cleanup_safety(const History& h) {
   checks::Report rep("cleanup.safety");
   const auto holds = checks::prefix_holds(h);
   const auto foreign = checks::foreign_names(h);
-  const auto seeded = seeded_prefixes(h);
+  const auto seeded = checks::seeded_prefixes(h);
   for (const Op& clean : h.ops) {
     if (clean.op != "clean" || clean.outcome != Outcome::kOk) continue;
     if (!clean.kept.empty()) rep.reach("cleanup-kept-something");

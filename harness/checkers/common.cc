@@ -173,6 +173,20 @@ std::set<std::string> foreign_names(const History& h) {
   return both;
 }
 
+std::set<int> seeded_prefixes(const History& h) {
+  std::set<int> out;
+  for (const Fault& f : h.faults) {
+    if (!f.detail.is_object()) continue;
+    for (const char* key : {"name", "path"}) {
+      auto it = f.detail.find(key);
+      if (it != f.detail.end() && it->is_string()) out.insert(name_prefix(it->get<std::string>()));
+    }
+    for (const auto& n : json_strings(f.detail, "names")) out.insert(name_prefix(n));
+  }
+  out.erase(-1);
+  return out;
+}
+
 std::string JobHold::pids() const {
   std::set<int> seen;
   std::string out;

@@ -76,6 +76,8 @@ std::int64_t last_alive(const History& h, int job, int rank, int pid);
 // Names (segments or lock paths) a fault seeded as another user's: faults
 // whose detail has "foreign": true and a "name", "path" or "names".
 std::set<std::string> foreign_names(const History& h);
+// Prefixes a fault seeded something under (stale segments, lock files).
+std::set<int> seeded_prefixes(const History& h);
 
 // One rank's hold of a prefix, from one acquire.
 struct RankHold {

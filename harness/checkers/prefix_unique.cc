@@ -71,6 +71,12 @@ CheckResult check_prefix_unique(const History& h) {
       }
     }
   }
+  const auto seeded = checks::seeded_prefixes(h);
+  for (const Op& op : h.ops) {
+    if (op.op == "acquire" && op.outcome == Outcome::kOk && op.prefix && seeded.contains(*op.prefix)) {
+      rep.reach("prefix-granted-over-seeded-leftovers");
+    }
+  }
   std::vector<JobHold> holds = checks::prefix_holds(h);
   for (const JobHold& j : holds) {
     for (const checks::RankHold& r : j.ranks) {
@@ -150,4 +156,5 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_prefix_unique,
     {"killed-during-acquire", "killed-holding-prefix", "prefix-reused",
      "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight",
-     "prefix-granted-over-dead-holder", "concurrent-acquires"});
+     "prefix-granted-over-dead-holder", "concurrent-acquires",
+     "prefix-granted-over-seeded-leftovers"});
