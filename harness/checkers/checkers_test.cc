@@ -14,6 +14,7 @@
 
 #include "checker.h"
 #include "checkers/common.h"
+#include "checkers/excuses.h"
 #include "history.h"
 
 namespace harness {
@@ -59,6 +60,28 @@ class Trial {
                std::vector<std::string> kept = {}) {
     return Ok(job, rank, "clean", t0, t1,
               {{"removed", removed}, {"kept", kept}, {"skipped", Json::array()}});
+  }
+  // A segment the rank created, with its inode.
+  Trial& Segment(int job, int rank, double t0, double t1, const std::string& name, int ino) {
+    return Ok(job, rank, "segment", t0, t1, {{"name", name}, {"dev", 7}, {"ino", ino}},
+              {{"name", name}});
+  }
+  // A witness: each entry is {name, ino} (ino 0: missing, -1: an error).
+  Trial& Witness(int job, int rank, double t0, double t1,
+                 std::vector<std::pair<std::string, int>> seen, bool truncated = false) {
+    Json list = Json::array();
+    for (const auto& [name, ino] : seen) {
+      if (ino > 0) {
+        list.push_back({{"name", name}, {"dev", 7}, {"ino", ino}});
+      } else if (ino == 0) {
+        list.push_back({{"name", name}, {"missing", true}});
+      } else {
+        list.push_back({{"name", name}, {"error", "EACCES: Permission denied"}});
+      }
+    }
+    Json value = {{"segments", list}};
+    if (truncated) value["truncated"] = true;
+    return Ok(job, rank, "witness", t0, t1, value, {{"when", "release"}});
   }
   Trial& Exit(int job, int rank, double t, int code) {
     return Add({{"t", T(t)},
@@ -1014,6 +1037,487 @@ TEST(HarnessNoOrphans, AWorkerNeverReapedIsUnknown) {
   CheckResult r = Check("harness.no-orphans", h);
   EXPECT_VERDICT(r, kUnknown);
   EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "never reaped"})) << Dump(r);
+}
+
+
+// ------------------------------------------------------------ fault excuses
+
+Op FailedOp(int job, int rank, const std::string& code, double t0 = 10, double t1 = 20) {
+  Op op;
+  op.job = job;
+  op.rank = rank;
+  op.pid = Pid(job, rank);
+  op.op = "barrier";
+  op.outcome = Outcome::kFail;
+  op.error_code = code;
+  op.invoke_t = static_cast<std::int64_t>(t0 * kMs);
+  op.complete_t = static_cast<std::int64_t>(t1 * kMs);
+  return op;
+}
+
+const Fault* Causes(const History& h, int job, int rank, const std::string& code) {
+  return checks::fault_causing_failure(h, FailedOp(job, rank, code));
+}
+
+TEST(FaultExcuses, AKilledPeerExplainsATimeoutOrABrokenBarrierOnly) {
+  History h = Trial().Killed(0, 1, 5).End(30).Build(Meta());
+  EXPECT_NE(Causes(h, 0, 0, "timeout"), nullptr);
+  EXPECT_NE(Causes(h, 0, 0, "broken"), nullptr);
+  EXPECT_EQ(Causes(h, 0, 0, "permission"), nullptr);
+  EXPECT_EQ(Causes(h, 0, 0, "mismatch"), nullptr);
+  EXPECT_EQ(Causes(h, 1, 0, "timeout"), nullptr);  // another job: nothing
+}
+
+TEST(FaultExcuses, AStopExplainsATimeoutWhileItLastsNeverABrokenBarrier) {
+  History h = Trial().Fault("sigstop", 0, 1, 12, 15).End(30).Build(Meta());
+  EXPECT_NE(Causes(h, 0, 0, "timeout"), nullptr);
+  EXPECT_NE(Causes(h, 0, 1, "timeout"), nullptr);  // the stopped rank's own deadline
+  EXPECT_EQ(Causes(h, 0, 0, "broken"), nullptr);
+  History before = Trial().Fault("sigstop", 0, 1, 1, 5).End(30).Build(Meta());
+  EXPECT_EQ(Causes(before, 0, 0, "timeout"), nullptr);  // resumed before the op began
+}
+
+TEST(FaultExcuses, AnInjectedErrnoExplainsItsOwnCodeAndWhatPeersSeeOfIt) {
+  History h =
+      Trial().Fault("fiu-errno", 0, 1, 1, 1, {{"errno", EACCES}}).End(30).Build(Meta());
+  EXPECT_NE(Causes(h, 0, 1, "permission"), nullptr);
+  EXPECT_EQ(Causes(h, 0, 1, "io"), nullptr);
+  EXPECT_EQ(Causes(h, 0, 1, "timeout"), nullptr);
+  EXPECT_NE(Causes(h, 0, 0, "permission"), nullptr);  // a poisoned slot hands it on
+  EXPECT_NE(Causes(h, 0, 0, "timeout"), nullptr);
+  EXPECT_EQ(Causes(h, 0, 0, "in-use"), nullptr);
+}
+
+TEST(FaultExcuses, AWorldFaultExplainsItsCodeForEveryoneAndSeededLeftoversNothing) {
+  History h = Trial()
+                  .Fault("enospc", -1, -1, 1, 1, {{"shm_size", "1m"}})
+                  .Fault("stale-segment", -1, -1, 1, 1, {{"name", "/shm.000000_locals"}})
+                  .End(30)
+                  .Build(Meta());
+  EXPECT_NE(Causes(h, 3, 1, "exhausted"), nullptr);
+  EXPECT_EQ(Causes(h, 3, 1, "corrupt"), nullptr);
+  History seeded = Trial()
+                       .Fault("stale-segment", -1, -1, 1, 1, {{"name", "/shm.000000_locals"}})
+                       .End(30)
+                       .Build(Meta());
+  EXPECT_EQ(Causes(seeded, 0, 0, "corrupt"), nullptr);
+  EXPECT_EQ(Causes(seeded, 0, 0, "timeout"), nullptr);
+}
+
+TEST(FaultExcuses, SignalOnEventIsJudgedByTheSignalItSent) {
+  Trial t;
+  t.Fault("signal-on-event", 0, 1, 5, 5, {{"after", "ok:acquire"}});
+  History unknown_signal = t.End(30).Build(Meta());
+  EXPECT_EQ(Causes(unknown_signal, 0, 0, "broken"), nullptr);  // neither kill nor stop
+  // The supervisor logs the signal at the top of the event.
+  std::vector<Json> events = {
+      {{"t", 0}, {"type", "trial"}, {"phase", "start"}},
+      {{"t", 5 * kMs}, {"type", "fault"}, {"kind", "signal-on-event"}, {"phase", "instant"},
+       {"job", 0}, {"rank", 1}, {"pid", Pid(0, 1)}, {"signal", SIGKILL}},
+      {{"t", 30 * kMs}, {"type", "trial"}, {"phase", "end"}}};
+  std::vector<std::string> errors;
+  History killed = build_history(events, Meta(), &errors);
+  EXPECT_NE(Causes(killed, 0, 0, "broken"), nullptr);
+  events[1]["signal"] = SIGSTOP;
+  events[1]["phase"] = "start";
+  History stopped = build_history(events, Meta(), &errors);
+  EXPECT_EQ(Causes(stopped, 0, 0, "broken"), nullptr);
+  EXPECT_NE(Causes(stopped, 0, 0, "timeout"), nullptr);
+}
+
+TEST(FaultExcuses, AKindWithoutARuleExcusesNothing) {
+  History h = Trial().Fault("cosmic-ray", 0, 1, 1, 29).End(30).Build(Meta());
+  EXPECT_EQ(Causes(h, 0, 0, "timeout"), nullptr);
+  EXPECT_EQ(Causes(h, 0, 1, "io"), nullptr);
+}
+
+TEST(BarrierLiveness, AStoppedPeerDoesNotExcuseABrokenAboutAParticipantThatDidNotDie) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Round(0, 1, 0, 3, 4)
+                  .Fault("sigstop", 0, 1, 5, 400)
+                  .Fail(0, 0, "barrier", 3, 500, "broken", "participant rank 1 (pid 1001) died",
+                        {{"round", 0}})
+                  .End(1000)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "failed round 0", "broken",
+                        "no fault can cause it"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, OfRanksAllTimingOutTogetherTheEarliestIsJudged) {
+  History h = Trial()
+                  .Fail(0, 0, "barrier", 1, 900, "timeout", "waited", {{"round", 0}})
+                  .Fail(0, 1, "barrier", 2, 950, "timeout", "waited", {{"round", 0}})
+                  .End(1000)
+                  .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "failed round 0"})) << Dump(r);
+  EXPECT_FALSE(Names(r, {"job 0 rank 1 (pid 1001)", "failed round 0"})) << Dump(r);
+}
+
+// ------------------------------------------- barrier.liveness: death latency
+
+TrialMeta FastLiveness() {
+  TrialMeta m = Meta({Job(2, 3)});
+  m.liveness_ns = 200 * kMs;  // bound: 200 ms + kLivenessSlackNs (500 ms)
+  m.barrier_deadline_ns = 3000 * kMs;
+  return m;
+}
+
+TEST(BarrierLiveness, ASurvivorFailingWithinTheBoundOfADeathIsValid) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Round(0, 0, 0, 3, 4)
+                  .Round(0, 1, 0, 3, 4)
+                  .Killed(0, 1, 10)
+                  .Fail(0, 0, "barrier", 5, 160, "broken", "rank 1 died", {{"round", 1}})
+                  .End(2000)
+                  .Build(FastLiveness());
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "barrier-death-detected-in-time"));
+}
+
+TEST(BarrierLiveness, ASurvivorThatOnlyTimesOutAtItsDeadlineAfterADeathIsInvalid) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Round(0, 0, 0, 3, 4)
+                  .Round(0, 1, 0, 3, 4)
+                  .Killed(0, 1, 10)
+                  .Fail(0, 0, "barrier", 5, 3005, "timeout", "rank 1 missing", {{"round", 1}})
+                  .End(4000)
+                  .Build(FastLiveness());
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"barrier of job 0 rank 0 (pid 1000)", "failed (timeout)",
+                        "2995.000ms after rank 1 (pid 1001) was killed (signal 9) at +10.000ms",
+                        "without entering round 1", "past the death-detection bound 700.000ms"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, ADeathAfterEnteringTheRoundDoesNotBoundThatRound) {
+  // Rank 1 entered round 1 and died in it: round 1 may complete (its arrival
+  // counted); only the next round must break in time.
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Open(0, 1, "barrier", 3, {{"round", 1}})
+                  .Killed(0, 1, 10)
+                  .Round(0, 0, 1, 5, 1200)
+                  .Fail(0, 0, "barrier", 1201, 1300, "broken", "rank 1 died", {{"round", 2}})
+                  .End(2000)
+                  .Build(FastLiveness());
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+TEST(BarrierLiveness, ARankThatNeverAttachedDoesNotBoundTheOthers) {
+  // Killed before attaching: the barrier cannot know it; its deadline decides.
+  History h = Trial()
+                  .Killed(0, 1, 1)
+                  .Ok(0, 0, "barrier_attach", 2, 3)
+                  .Fail(0, 0, "barrier", 4, 3004, "timeout", "rank 1 missing", {{"round", 0}})
+                  .End(4000)
+                  .Build(FastLiveness());
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+TEST(BarrierLiveness, TimeTheSurvivorSpentStoppedIsNotCountedInTheDeathBound) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Killed(0, 1, 10)
+                  .Fault("sigstop", 0, 0, 11, 1500)
+                  .Fail(0, 0, "barrier", 5, 1600, "broken", "rank 1 died", {{"round", 0}})
+                  .End(2000)
+                  .Build(FastLiveness());
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+// ------------------------------------------------------------ worker.exits
+
+TEST(WorkerExits, WorkersExitingSoonAfterTheirLastOpAreValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 3, 4)
+                  .Exit(0, 0, 30, 0)
+                  .End(40)
+                  .Build(Meta());
+  CheckResult r = Check("worker.exits", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "worker-exited-in-time"));
+}
+
+TEST(WorkerExits, AWorkerKilledAtTeardownWithNoOpOpenIsInvalidAndNamed) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 3, 4)
+                  .Killed(0, 0, 5000, true, SIGKILL, /*teardown=*/true)
+                  .End(5001, /*timed_out=*/true)
+                  .Build(Meta());
+  CheckResult r = Check("worker.exits", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000) did not exit after its last op",
+                        "release of job 0 rank 0 (pid 1000)", "killed at teardown (+5000.000ms)"}))
+      << Dump(r);
+}
+
+TEST(WorkerExits, AHungCleanIsThisInvariantsAndAHungBarrierIsNot) {
+  History clean = Trial()
+                      .Open(0, 0, "clean", 1)
+                      .Killed(0, 0, 5000, true, SIGKILL, true)
+                      .End(5001, true)
+                      .Build(Meta());
+  CheckResult r = Check("worker.exits", clean);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"was still inside clean of job 0 rank 0 (pid 1000)"})) << Dump(r);
+  History barrier = Trial()
+                        .Open(0, 0, "barrier", 1, {{"round", 0}})
+                        .Killed(0, 0, 5000, true, SIGKILL, true)
+                        .End(5001, true)
+                        .Build(Meta({Job(1, 1)}));
+  EXPECT_VERDICT(Check("worker.exits", barrier), kValid);
+  EXPECT_VERDICT(Check("barrier.liveness", barrier), kInvalid);
+}
+
+TEST(WorkerExits, ExitingLongAfterTheLastOpIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 3, 4)
+                  .Exit(0, 0, 1000, 0)
+                  .End(1001)
+                  .Build(Meta());  // grace 500 ms
+  CheckResult r = Check("worker.exits", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000) exited 996.000ms after its last op ended "
+                        "(release, at +4.000ms)"}))
+      << Dump(r);
+}
+
+TEST(WorkerExits, ATimedOutTrialWithNobodyKilledAtTeardownIsNeverValid) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Exit(0, 0, 3, 0).End(5001, true).Build(Meta());
+  CheckResult r = Check("worker.exits", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"the trial timed out, yet no worker is recorded as killed at teardown"}));
+}
+
+TEST(PrefixProgress, AReleaseStillOpenAtTheTrialTimeoutIsAHang) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Open(0, 0, "release", 3)
+                  .Killed(0, 0, 5000, true, SIGKILL, true)
+                  .End(5001, true)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.progress", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"release of job 0 rank 0 (pid 1000)", "a hang"})) << Dump(r);
+}
+
+// ------------------------------------------------ cleanup.safety: witnesses
+
+TEST(CleanupSafety, ASegmentWitnessedIntactByItsHolderIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Witness(0, 0, 8, 9, {{"/shm.000000_shard_states", 11}})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "witness-segment-intact"));
+}
+
+TEST(CleanupSafety, ASegmentGoneUnderItsLiveHolderIsInvalidWhoeverRemovedIt) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Witness(0, 0, 8, 9, {{"/shm.000000_shard_states", 0}})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"segment /shm.000000_shard_states that job 0 rank 0 (pid 1000) created "
+                        "at +4.000ms while holding prefix 0 was gone",
+                        "no cleanup reported removing it"}))
+      << Dump(r);
+}
+
+TEST(CleanupSafety, ASegmentReplacedUnderItsLiveHolderIsInvalidAndNamesTheCleanup) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Clean(1, 0, 5, 6, {"/shm.000000_shard_states"})
+                  .Witness(0, 0, 8, 9, {{"/shm.000000_shard_states", 12}})
+                  .Release(0, 0, 10, 11)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"(dev 7 ino 11) was another object (dev 7 ino 12)",
+                        "the cleanup by job 1 rank 0 (pid 1100) (+5.000ms to +6.000ms) reported "
+                        "removing it"}))
+      << Dump(r);
+}
+
+TEST(CleanupSafety, AWitnessAfterItsOwnReleaseIsNotJudged) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Release(0, 0, 5, 6)
+                  .Witness(0, 0, 8, 9, {{"/shm.000000_shard_states", 0}})
+                  .End(20)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
+TEST(CleanupSafety, AWitnessThatCouldNotLookOrWasTruncatedIsUnknown) {
+  History error = Trial()
+                      .Acquire(0, 0, 1, 2, 0)
+                      .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                      .Witness(0, 0, 8, 9, {{"/shm.000000_shard_states", -1}})
+                      .End(20)
+                      .Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", error), kUnknown);
+  History cut = Trial()
+                    .Acquire(0, 0, 1, 2, 0)
+                    .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                    .Witness(0, 0, 8, 9, {{"/shm.000000_shard_states", 11}}, /*truncated=*/true)
+                    .End(20)
+                    .Build(Meta());
+  CheckResult r = Check("cleanup.safety", cut);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"was truncated"})) << Dump(r);
+}
+
+TEST(CleanupSafety, ATruncatedCleanupReportIsUnknownNotValid) {
+  Trial t;
+  t.Acquire(0, 0, 1, 2, 0);
+  History h = t.Ok(1, 0, "clean", 5, 6,
+                   {{"removed", {"/shm.000003_x"}}, {"kept", Json::array()}, {"truncated", true}})
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"report of the cleanup by job 1 rank 0 (pid 1100)", "truncated"}))
+      << Dump(r);
+}
+
+// A hold that began during the cleanup: if nothing of the prefix existed
+// before it, whatever the cleanup removed under it was the new holder's.
+TEST(CleanupSafety, RemovingTheSegmentOfAHoldBegunDuringTheCleanupIsInvalid) {
+  History h = Trial()
+                  .Clean(1, 0, 1, 20, {"/shm.000000_shard_states"})
+                  .Acquire(0, 0, 2, 3, 0)
+                  .Segment(0, 0, 4, 5, "/shm.000000_shard_states", 11)
+                  .Release(0, 0, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"removed /shm.000000_shard_states",
+                        "the hold began during the cleanup, and nothing of prefix 0 existed "
+                        "before it"}))
+      << Dump(r);
+}
+
+TEST(CleanupSafety, AHoldBegunDuringTheCleanupOfAPrefixWithAPastIsNotJudgedByName) {
+  // A dead job held prefix 0 before: the removed name may have been its.
+  History h = Trial()
+                  .Acquire(2, 0, 0.1, 0.2, 0)
+                  .Killed(2, 0, 0.5)
+                  .Clean(1, 0, 1, 20, {"/shm.000000_shard_states"})
+                  .Acquire(0, 0, 2, 3, 0)
+                  .Release(0, 0, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
+// --------------------------------------- prefix.unique: present as evidence
+
+TEST(PrefixUnique, AGrantListingTheDeadHoldersOwnSegmentIsInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Killed(0, 0, 10)
+                  .Ok(1, 0, "acquire", 20, 21,
+                      {{"prefix", 0},
+                       {"present", Json::array({{{"name", "/shm.000000_shard_states"},
+                                                 {"dev", 7},
+                                                 {"ino", 11}}})}})
+                  .Release(1, 0, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Reached(r, "prefix-granted-over-dead-holder"));
+  EXPECT_TRUE(Names(r, {"prefix 0 was granted to job 1 rank 0 (pid 1100) at +21.000ms",
+                        "segment /shm.000000_shard_states of job 0", "was still there"}))
+      << Dump(r);
+}
+
+TEST(PrefixUnique, AGrantListingAnotherObjectOfTheSameNameShowsNothing) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Killed(0, 0, 10)
+                  .Ok(1, 0, "acquire", 20, 21,
+                      {{"prefix", 0},
+                       {"present", Json::array({{{"name", "/shm.000000_shard_states"},
+                                                 {"dev", 7},
+                                                 {"ino", 99}}})}})
+                  .Release(1, 0, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("prefix.unique", h), kUnknown);
+}
+
+TEST(PrefixUnique, WithoutInodesANameTheNewJobHadNotCreatedYetIsEvidence) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Segment(0, 0, 3, 4, "/shm.000000_shard_states", 11)
+                  .Killed(0, 0, 10)
+                  .Ok(1, 0, "acquire", 20, 21,
+                      {{"prefix", 0}, {"present", Json::array({"/shm.000000_shard_states"})}})
+                  .Release(1, 0, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("prefix.unique", h), kInvalid);
+}
+
+TEST(PrefixExclusiveLocal, ATruncatedRefusalMessageIsUnknownNotInvalid) {
+  std::vector<Json> events;  // a refusal whose writer cut its message and said so
+  std::vector<std::string> errors;
+  events.push_back({{"t", 0}, {"type", "trial"}, {"phase", "start"}});
+  auto ev = [&](Json e) { events.push_back(std::move(e)); };
+  ev({{"t", 1 * kMs}, {"type", "invoke"}, {"op", "acquire"}, {"id", 1}, {"job", 0}, {"rank", 0},
+      {"pid", Pid(0, 0)}});
+  ev({{"t", 2 * kMs}, {"type", "ok"}, {"op", "acquire"}, {"id", 1}, {"job", 0}, {"rank", 0},
+      {"pid", Pid(0, 0)}, {"value", {{"prefix", 0}}}});
+  ev({{"t", 3 * kMs}, {"type", "invoke"}, {"op", "acquire"}, {"id", 1}, {"job", 1}, {"rank", 0},
+      {"pid", Pid(1, 0)}});
+  ev({{"t", 4 * kMs}, {"type", "fail"}, {"op", "acquire"}, {"id", 1}, {"job", 1}, {"rank", 0},
+      {"pid", Pid(1, 0)}, {"truncated", true},
+      {"error", {{"code", "in-use"}, {"message", "local dir /da..."}}}});
+  ev({{"t", 10 * kMs}, {"type", "invoke"}, {"op", "release"}, {"id", 2}, {"job", 0}, {"rank", 0},
+      {"pid", Pid(0, 0)}});
+  ev({{"t", 11 * kMs}, {"type", "ok"}, {"op", "release"}, {"id", 2}, {"job", 0}, {"rank", 0},
+      {"pid", Pid(0, 0)}});
+  ev({{"t", 20 * kMs}, {"type", "trial"}, {"phase", "end"}});
+  History cut = build_history(events, Meta({Job(1, 0, {"/data/x"}), Job(1, 0, {"/data/x"})}),
+                              &errors);
+  EXPECT_TRUE(errors.empty());
+  CheckResult r = Check("prefix.exclusive-local", cut);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"truncated message"})) << Dump(r);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ namespace harness::checks {
 namespace {
 
 // The fault kinds of injectors/ and what each can cause. Keep in step with
-// docs/faults.md ("What a fault excuses").
+// docs/scenarios.md ("What a fault excuses"); excuse_rules_test.cc fails for
+// an injector kind without a rule.
 const std::vector<FaultRule>& rules() {
   static const std::vector<FaultRule> r = {
       {"sigkill", "", true, false, {}, {"timeout", "broken"}, {},
