@@ -1,31 +1,76 @@
 #!/usr/bin/env bash
 # A known-bad variant of shmcoord must be caught by the stock catalog within
-# 60 s, and by the invariant its patch names.
+# 60 s, by the invariant its patch names — and a catch counts only when the
+# stock worker, run as a control with the same seed for the same time, is
+# clean, and stays clean on the very trial that caught the mutant. A "catch"
+# the stock worker also produces is a false alarm (or an injector artefact),
+# not evidence about the mutant.
 #   mutant_caught.sh SHMSTRESS WORKER_BIN EXPECTED_INVARIANT
 source "$(dirname "$0")/lib.sh"
 shmstress=$1 worker=$2 expected=$3
+name=$(basename "$worker")
+budget=${MUTANT_BUDGET_S:-60}
 # Which invariant a flaw trips first varies between runs; keep going (new
-# seeds) until the expected one shows, within the 60 s budget.
+# seeds) until the expected one shows, within the budget.
 start=$(date +%s)
-found="" first="" attempt=0
-while (( $(date +%s) - start < 60 )); do
-  left=$(( 60 - ($(date +%s) - start) ))
+found="" attempt=0 caught=""
+while (( $(date +%s) - start < budget )); do
+  left=$(( budget - ($(date +%s) - start) ))
+  seed=$((20261121 + attempt))
   set +e
+  t0=$(date +%s)
   "$shmstress" run scenarios/*.toml --worker-bin "$worker" --duration "${left}s" --stop-on-violation \
-    --seed $((20261121 + attempt)) --out "$SCRATCH/run$attempt" >"$SCRATCH/out$attempt.log" 2>&1
+    --seed "$seed" --out "$SCRATCH/run$attempt" >"$SCRATCH/out$attempt.log" 2>&1
   rc=$?
+  took=$(( $(date +%s) - t0 ))
   set -e
   if [[ $rc -ne 1 ]]; then
     cat "$SCRATCH/out$attempt.log"
-    fail "exit code $rc, expected 1 (a violation) for $(basename "$worker")"
+    fail "exit code $rc, expected 1 (a violation) for $name"
   fi
   got=$(json "$SCRATCH/run$attempt/summary.json" "' '.join(sorted({v['invariant'] for v in j['violations']}))")
-  found="$found $got"
-  [[ -n $first ]] || first=$(json "$SCRATCH/run$attempt/summary.json" "j['violations'][0]['scenario'] + ' trial ' + str(j['violations'][0]['trial'])")
+  found="$found [$got]"
   if [[ " $got " == *" $expected "* ]]; then
-    echo "$(basename "$worker"): caught in $(( $(date +%s) - start ))s by $expected (first violation: [$got] in $first; attempt $((attempt + 1)))"
-    exit 0
+    caught=$attempt
+    break
   fi
   attempt=$((attempt + 1))
 done
-fail "expected $expected within 60 s; saw [$found]"
+[[ -n $caught ]] || fail "expected $expected within ${budget} s; saw$found"
+caught_after=$(( $(date +%s) - start ))
+
+summary="$SCRATCH/run$caught/summary.json"
+first=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$expected'][0]['scenario'] + ' trial ' + str([v for v in j['violations'] if v['invariant'] == '$expected'][0]['trial'])")
+file=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$expected'][0]['scenario']")
+trial=${first##* trial }
+
+# Control 1: the stock worker, same seed, as long as the mutant's run took
+# (at least 10 s): the same trial schedule, round-robin over the catalog.
+control_s=$(( took > 10 ? took : 10 ))
+set +e
+"$shmstress" run scenarios/*.toml --duration "${control_s}s" --seed "$seed" \
+  --out "$SCRATCH/control" >"$SCRATCH/control.log" 2>&1
+crc=$?
+set -e
+cviol=$(json "$SCRATCH/control/summary.json" "len(j['violations'])")
+if [[ $cviol != 0 ]]; then
+  tail -n 40 "$SCRATCH/control.log"
+  fail "control (stock worker, seed $seed, ${control_s}s) is not clean: $cviol violation(s), exit $crc; the catch of $name does not count"
+fi
+ctrials=$(json "$SCRATCH/control/summary.json" "j['trials']")
+
+# Control 2: the exact trial that caught the mutant, three times with the stock worker.
+for i in 1 2 3; do
+  set +e
+  "$shmstress" run "scenarios/$file.toml" --seed "$seed" --trial "$trial" \
+    --out "$SCRATCH/replay$i" >"$SCRATCH/replay$i.log" 2>&1
+  set -e
+  rv=$(json "$SCRATCH/replay$i/summary.json" "len(j['violations'])")
+  if [[ $rv != 0 ]]; then
+    cat "$SCRATCH/replay$i.log"
+    fail "the stock worker also fails $file trial $trial (seed $seed): the catch of $name does not count"
+  fi
+done
+
+echo "$name: caught in ${caught_after}s by $expected (first: $first; attempt $((caught + 1)); seen:$found)"
+echo "$name: control clean: stock worker, seed $seed, ${control_s}s, $ctrials trials, 0 violations; $file trial $trial clean 3/3"
