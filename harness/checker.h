@@ -21,6 +21,9 @@ struct CheckResult {
   Verdict verdict = Verdict::kValid;
   std::vector<std::string> problems;  // one line each, naming ops/pids/times
   std::vector<std::string> reached;   // reached-state names this history shows
+  // Set by the run (not the checker) when the scenario excuses this invariant:
+  // the reason. Its verdict is then shown but does not count.
+  std::string excused;
 };
 
 struct CheckerInfo {

@@ -107,6 +107,22 @@ void QuantileSketch::for_each(const std::function<void(double value, std::uint64
   }
 }
 
+const char* expectation_name(Expectation e) {
+  switch (e) {
+    case Expectation::kNone:
+      return "none";
+    case Expectation::kMet:
+      return "met";
+    case Expectation::kNoEvidence:
+      return "no-evidence";
+    case Expectation::kOther:
+      return "other";
+    case Expectation::kClean:
+      return "clean";
+  }
+  return "none";
+}
+
 void RunTally::add(const TrialResult& t) {
   ++trials_;
   failing_ += t.failing() ? 1 : 0;
@@ -126,7 +142,17 @@ void RunTally::add(const TrialResult& t) {
     cell.invalid += c.verdict == Verdict::kInvalid ? 1 : 0;
     cell.unknown += c.verdict == Verdict::kUnknown ? 1 : 0;
     cell.worst = compose(cell.worst, c.verdict);
-    not_valid_checks_ += c.verdict != Verdict::kValid ? 1 : 0;
+    if (!c.excused.empty()) cell.excused = c.excused;
+    not_valid_checks_ += c.verdict != Verdict::kValid && c.excused.empty() ? 1 : 0;
+  }
+  if (t.history_error_count > 0 && s.history_error_trials++ == 0 && !t.history_errors.empty()) {
+    s.first_history_error = t.history_errors.front();
+  }
+  if (t.expectation != Expectation::kNone) {
+    if (s.expected.empty()) s.expected = t.expected;
+    s.expect_met += t.expectation == Expectation::kMet ? 1 : 0;
+    s.expect_no_evidence += t.expectation == Expectation::kNoEvidence ? 1 : 0;
+    s.expect_other += t.expectation == Expectation::kOther ? 1 : 0;
   }
   for (const auto& [kind, n] : t.faults) s.faults[kind] += static_cast<std::uint64_t>(n);
   for (const auto& state : t.reached) ++s.reached[state];

@@ -24,6 +24,16 @@
 
 namespace harness {
 
+// How a trial of a scenario with expect_violation went (docs/scenarios.md).
+enum class Expectation {
+  kNone,        // the scenario expects nothing
+  kMet,         // it broke an expected invariant, with every expected evidence state
+  kNoEvidence,  // it broke an expected invariant, without the subject's own evidence
+  kOther,       // it broke only other invariants
+  kClean,       // it broke nothing
+};
+const char* expectation_name(Expectation e);  // "met", "no-evidence", "other", "clean", "none"
+
 struct TrialResult {
   std::string scenario;
   std::string scenario_file;
@@ -44,6 +54,13 @@ struct TrialResult {
   double seconds = 0;
   std::vector<double> acquire_ms, barrier_ms;  // latencies of ok ops
   std::vector<double> recovery_ms;             // fault end -> the next successful barrier round
+  // Events that did not fit the protocol (docs/worker-protocol.md): the first
+  // few, and how many. Any makes the trial at least unknown.
+  std::vector<std::string> history_errors;
+  std::size_t history_error_count = 0;
+  Expectation expectation = Expectation::kNone;
+  std::string expected;          // what the scenario expects: "prefix.agreement with error:acquire:exists"
+  std::string expectation_note;  // what happened instead, or how it was met
 
   // Listed with its details in reports: some invariant was not valid, or the
   // harness failed.
@@ -108,6 +125,8 @@ struct InvariantTally {
   std::uint64_t invalid = 0;  // trials in which it was invalid
   std::uint64_t unknown = 0;  // ... unknown
   Verdict worst = Verdict::kValid;
+  std::string excused;        // the scenario's reason, if it excuses this invariant (then
+                              // its counts are shown but count toward no verdict)
   std::uint64_t not_valid() const { return invalid + unknown; }
 };
 
@@ -125,6 +144,12 @@ struct ScenarioTally {
   LatencyClasses acquire, barrier, recovery;
   std::string first_unavailable, last_unavailable;  // the subject's reasons
   std::string first_harness_error;
+  std::uint64_t history_error_trials = 0;  // trials with events that did not fit the protocol
+  std::string first_history_error;
+  // expect_violation: what the scenario expects, and how its trials went.
+  std::string expected;
+  std::uint64_t expect_met = 0, expect_no_evidence = 0, expect_other = 0;
+  bool expectation_met() const { return expect_met > 0; }
 };
 
 // The counters of a run: every trial adds to them, none is kept.

@@ -120,33 +120,33 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   std::vector<std::string> errors;
   auto events = parse_jsonl(read_file(dir + "/history.jsonl"), &errors);
   History h = build_history(events, meta_for(s, seed), &errors);
-  // One pass over what the supervisor and the subject said about the trial
-  // itself. A subject that cannot run here (e.g. its package is not
-  // installed) says so: the trial is inconclusive, with the reason — never a
-  // silent pass.
-  bool started = false, ended = false;
-  for (const auto& e : events) {
-    const std::string type = e.value("type", "");
-    if (type == "harness-error") {
-      t.harness_error = true;
-      t.harness_error_text += e.value("message", "") + "; ";
-    } else if (type == "subject" && e.contains("available") && e["available"].is_boolean() &&
-               !e["available"].get<bool>()) {
-      t.unavailable = e.value("reason", std::string("the subject reported itself unavailable"));
-    } else if (type == "trial") {
-      started |= e.value("phase", "") == "start";
-      ended |= e.value("phase", "") == "end";
-    }
+  events.clear();
+  // What the supervisor and the subject said about the trial itself, as
+  // build_history validated it. A subject that cannot run here (e.g. its
+  // package is not installed) says so: the trial is inconclusive, with the
+  // reason — never a silent pass.
+  for (const auto& message : h.harness_errors) {
+    t.harness_error = true;
+    t.harness_error_text += message + "; ";
   }
-  if (!started || !ended) {
+  if (h.unavailable) t.unavailable = *h.unavailable;
+  if (!h.started || !h.ended) {
     t.harness_error = true;
     t.harness_error_text += "the trial supervisor did not finish its history";
   }
   t.checks = run_checkers(h);
-  for (const auto& c : t.checks) {
-    t.verdict = compose(t.verdict, c.verdict);
+  for (auto& c : t.checks) {
     t.reached.insert(c.reached.begin(), c.reached.end());
+    if (auto it = s.excuses.find(c.invariant); it != s.excuses.end()) {
+      c.excused = it->second;  // shown, not counted
+      continue;
+    }
+    t.verdict = compose(t.verdict, c.verdict);
   }
+  // A history that does not fit the protocol shows nothing for certain.
+  t.history_error_count = errors.size();
+  for (std::size_t i = 0; i < errors.size() && i < 10; ++i) t.history_errors.push_back(errors[i]);
+  if (!errors.empty()) t.verdict = compose(t.verdict, Verdict::kUnknown);
   if (t.harness_error) t.verdict = compose(t.verdict, Verdict::kUnknown);
   if (!t.unavailable.empty()) {
     t.checks.clear();  // nothing ran: nothing to judge
@@ -160,6 +160,43 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   }
   for (const auto& op : h.ops) {
     if (op.outcome == Outcome::kFail) t.reached.insert("error:" + op.op + ":" + op.error_code);
+  }
+  // A known-bad subject's scenario: did it break what it expects, for the
+  // reason it names (the subject's own evidence, in this trial)?
+  if (!s.expect_violation.empty() && t.unavailable.empty()) {
+    auto join = [](const std::vector<std::string>& v, const char* sep) {
+      std::string out;
+      for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+      return out;
+    };
+    t.expected = join(s.expect_violation, " or ");
+    if (!s.expect_evidence.empty()) t.expected += " with " + join(s.expect_evidence, " and ");
+    std::vector<std::string> broke, expected_broke, missing;
+    for (const auto& c : t.checks) {
+      if (c.verdict != Verdict::kInvalid || !c.excused.empty()) continue;
+      broke.push_back(c.invariant);
+      if (std::find(s.expect_violation.begin(), s.expect_violation.end(), c.invariant) != s.expect_violation.end()) {
+        expected_broke.push_back(c.invariant);
+      }
+    }
+    for (const auto& e : s.expect_evidence) {
+      if (!t.reached.contains(e)) missing.push_back(e);
+    }
+    if (!expected_broke.empty() && missing.empty()) {
+      t.expectation = Expectation::kMet;
+      t.expectation_note = "broke " + join(expected_broke, ", ") +
+                           (s.expect_evidence.empty() ? "" : " with " + join(s.expect_evidence, ", "));
+    } else if (!expected_broke.empty()) {
+      t.expectation = Expectation::kNoEvidence;
+      t.expectation_note = "broke " + join(expected_broke, ", ") + " but without " + join(missing, ", ") +
+                           ": not for the reason the scenario names";
+    } else if (!broke.empty()) {
+      t.expectation = Expectation::kOther;
+      t.expectation_note = "broke only " + join(broke, ", ") + ", not " + join(s.expect_violation, " or ");
+    } else {
+      t.expectation = Expectation::kClean;
+      t.expectation_note = "broke nothing";
+    }
   }
   // Recovery: from the end of a fault window to the next round that completed.
   for (const auto& f : h.faults) {
@@ -180,7 +217,12 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   }
   nlohmann::json v = {{"verdict", verdict_name(t.verdict)}, {"history_errors", errors}};
   for (const auto& c : t.checks) {
-    v["checks"].push_back({{"invariant", c.invariant}, {"verdict", verdict_name(c.verdict)}, {"problems", c.problems}, {"reached", c.reached}});
+    nlohmann::json check = {{"invariant", c.invariant}, {"verdict", verdict_name(c.verdict)}, {"problems", c.problems}, {"reached", c.reached}};
+    if (!c.excused.empty()) check["excused"] = c.excused;
+    v["checks"].push_back(std::move(check));
+  }
+  if (t.expectation != Expectation::kNone) {
+    v["expectation"] = {{"expected", t.expected}, {"result", expectation_name(t.expectation)}, {"note", t.expectation_note}};
   }
   write_file(dir + "/verdict.json", v.dump(2) + "\n");
   return t;

@@ -145,7 +145,7 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   res.invariant = opt.invariant;
   if (res.invariant.empty()) {
     for (const auto& c : verdict.value("checks", nlohmann::json::array())) {
-      if (c.value("verdict", "") == "invalid") {
+      if (c.value("verdict", "") == "invalid" && !c.contains("excused")) {
         res.invariant = c.value("invariant", "");
         break;
       }

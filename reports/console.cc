@@ -69,9 +69,25 @@ std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r) {
   for (const auto& [name, s] : r.tally.scenarios()) {
     ScenarioRow& row = table[name];
     row.trials = s.trials;
-    for (const auto& [inv, c] : s.invariants) row.invariants[inv] = InvariantCell{c.not_valid(), c.worst};
+    for (const auto& [inv, c] : s.invariants) row.invariants[inv] = InvariantCell{c.not_valid(), c.worst, c.excused};
   }
   return table;
+}
+
+std::string cell_label(const InvariantCell& c) {
+  return c.excused.empty() ? std::string(harness::verdict_name(c.worst)) : std::string("excused");
+}
+
+std::string expectation_line(const harness::ScenarioTally& s) {
+  const auto n = [](std::uint64_t v) { return std::to_string(v); };
+  if (s.expect_met > 0) {
+    return "caught in " + n(s.expect_met) + " of " + n(s.trials) + " trials (" + s.expected + ")";
+  }
+  std::string why;
+  if (s.expect_no_evidence > 0) why += n(s.expect_no_evidence) + " broke it without the expected evidence";
+  if (s.expect_other > 0) why += (why.empty() ? "" : ", ") + n(s.expect_other) + " broke only other invariants";
+  if (why.empty()) why = "nothing broke";
+  return "NOT caught in " + n(s.trials) + " trials: expected " + s.expected + "; " + why;
 }
 
 void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
@@ -79,10 +95,22 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   std::fprintf(out, "\n%-28s %-26s %7s %9s  %s\n", "scenario", "invariant", "trials", "failing", "verdict");
   for (const auto& [s, row] : scenario_table(r)) {
     for (const auto& [inv, cell] : row.invariants) {
-      const char* c = cell.worst == Verdict::kInvalid ? "\033[31m" : cell.worst == Verdict::kUnknown ? "\033[33m" : "\033[32m";
+      const char* c = !cell.excused.empty()             ? "\033[36m"
+                      : cell.worst == Verdict::kInvalid ? "\033[31m"
+                      : cell.worst == Verdict::kUnknown ? "\033[33m"
+                                                        : "\033[32m";
       std::fprintf(out, "%-28s %-26s %7llu %9llu  %s%s%s\n", s.c_str(), inv.c_str(), static_cast<unsigned long long>(row.trials),
-                   static_cast<unsigned long long>(cell.failing), paint(color, c), harness::verdict_name(cell.worst),
+                   static_cast<unsigned long long>(cell.failing), paint(color, c), cell_label(cell).c_str(),
                    paint(color, "\033[0m"));
+    }
+  }
+  // Excuses are part of the result: every one with its reason.
+  for (const auto& [s, st] : r.tally.scenarios()) {
+    for (const auto& [inv, cell] : st.invariants) {
+      if (cell.excused.empty()) continue;
+      std::fprintf(out, "\nexcused: %s %s (%s in %llu trials, not counted): %s\n", s.c_str(), inv.c_str(),
+                   harness::verdict_name(cell.worst), static_cast<unsigned long long>(cell.not_valid()),
+                   cell.excused.c_str());
     }
   }
   // Every (trial, invariant) that was not valid, the first 20 in detail; the
@@ -90,7 +118,7 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   std::uint64_t shown = 0;
   for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      if (c.verdict == Verdict::kValid || shown >= 20) continue;
+      if (c.verdict == Verdict::kValid || !c.excused.empty() || shown >= 20) continue;
       ++shown;
       std::fprintf(out, "\n%s%s%s %s trial %d (seed %llu): %s\n", paint(color, "\033[1m"), harness::verdict_name(c.verdict),
                    paint(color, "\033[0m"), t.scenario.c_str(), t.trial, static_cast<unsigned long long>(t.seed),
@@ -101,7 +129,7 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   }
   std::uint64_t listed_lines = 0;
   for (const auto& t : r.listed) {
-    for (const auto& c : t.checks) listed_lines += c.verdict != Verdict::kValid ? 1 : 0;
+    for (const auto& c : t.checks) listed_lines += c.verdict != Verdict::kValid && c.excused.empty() ? 1 : 0;
   }
   if (const std::uint64_t total = r.tally.not_valid_checks(); total > shown) {
     if (listed_lines == total) {
@@ -123,6 +151,29 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   }
   for (const auto& [s, st] : r.tally.scenarios()) {
     if (st.unavailable > 0) std::fprintf(out, "\nskipped %s: subject not available: %s\n", s.c_str(), st.last_unavailable.c_str());
+  }
+  // Events that did not fit the protocol: those trials are at best unknown.
+  std::uint64_t history_shown = 0;
+  for (const auto& t : r.listed) {
+    if (t.history_error_count == 0 || history_shown >= 10) continue;
+    ++history_shown;
+    std::fprintf(out, "\nhistory errors in %s trial %d (%zu; the trial is at best unknown):\n", t.scenario.c_str(), t.trial,
+                 t.history_error_count);
+    for (std::size_t i = 0; i < t.history_errors.size() && i < 3; ++i) std::fprintf(out, "  %s\n", t.history_errors[i].c_str());
+    if (!t.dir.empty()) std::fprintf(out, "  trial dir: %s\n", t.dir.c_str());
+  }
+  for (const auto& [s, st] : r.tally.scenarios()) {
+    if (st.history_error_trials > 0) {
+      std::fprintf(out, "\n%s: history errors in %llu of %llu trials, first: %s\n", s.c_str(),
+                   static_cast<unsigned long long>(st.history_error_trials), static_cast<unsigned long long>(st.trials),
+                   st.first_history_error.c_str());
+    }
+  }
+  for (const auto& [s, st] : r.tally.scenarios()) {
+    if (st.expected.empty()) continue;
+    const char* c = st.expectation_met() ? "\033[32m" : "\033[33m";
+    std::fprintf(out, "\nexpectation %s: %s%s%s\n", s.c_str(), paint(color, c), expectation_line(st).c_str(),
+                 paint(color, "\033[0m"));
   }
   for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", m.c_str());
   std::fprintf(out, "\n%llu trials in %.1fs, verdict %s%s\n", static_cast<unsigned long long>(r.tally.trials()), r.elapsed,

@@ -162,7 +162,14 @@ std::string junit_xml(const harness::RunResult& r) {
         }
       }
       std::string children;
-      if (cell.invalid > 0) {
+      if (!cell.excused.empty()) {
+        // Excused: shown with its reason, never a failure.
+        ++skipped;
+        std::string msg = fmt::format("excused: {} ({} in {} of {} trials, not counted)", cell.excused,
+                                      harness::verdict_name(cell.worst), cell.not_valid(), n);
+        children = fmt::format("      <skipped type=\"excused\" message=\"{}\">{}</skipped>\n", attr(msg),
+                               text("The scenario excuses " + inv + ": " + cell.excused + "\n"));
+      } else if (cell.invalid > 0) {
         ++failures;
         std::string msg = fmt::format("{} violated in {} of {} trials", inv, cell.invalid, n);
         if (!invalid.empty() && !invalid.front().first->reproduce.empty()) {
@@ -212,6 +219,39 @@ std::string junit_xml(const harness::RunResult& r) {
                       attr(fmt::format("the harness failed in {} of {} trials: {}", s.harness_errors,
                                        n, s.first_harness_error)),
                       text(body_text)));
+    }
+    // Events that did not fit the protocol: those trials decided nothing.
+    if (s.history_error_trials > 0) {
+      ++tests, ++errors;
+      std::string body_text;
+      std::uint64_t shown = 0;
+      for (const auto* t : listed) {
+        if (t->history_error_count == 0 || shown >= kMaxTrialsListed) continue;
+        ++shown;
+        body_text += fmt::format("trial {} (seed {}): {} history errors\n", t->trial, t->seed, t->history_error_count);
+        for (const auto& e : t->history_errors) body_text += "  " + e + "\n";
+        if (!t->dir.empty()) body_text += "  trial dir: " + t->dir + "\n";
+      }
+      if (s.history_error_trials > shown) {
+        body_text += fmt::format("({} more trials: see summary.json)\n", s.history_error_trials - shown);
+      }
+      cases += testcase(
+          name, "history",
+          fmt::format("      <error type=\"history\" message=\"{}\">{}</error>\n",
+                      attr(fmt::format("events that do not fit the worker protocol in {} of {} trials (each at best "
+                                       "unknown): {}",
+                                       s.history_error_trials, n, s.first_history_error)),
+                      text(body_text)));
+    }
+    // A known-bad subject's scenario: caught for the reason it names, or not.
+    if (!s.expected.empty()) {
+      ++tests;
+      std::string children;
+      if (!s.expectation_met()) {
+        ++skipped;
+        children = fmt::format("      <skipped type=\"not-caught\" message=\"{}\"/>\n", attr(expectation_line(s)));
+      }
+      cases += testcase(name, "expect_violation", children);
     }
     // A subject that could not run here checked nothing: say so, never a silent pass.
     if (s.unavailable > 0) {

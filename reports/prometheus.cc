@@ -108,9 +108,9 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
   };
   auto invariants = [&](MetricFamily& f, bool invalid) {
     for (const auto& [name, s] : scenarios) {
-      for (const auto& [inv, cell] : s.invariants)
+      for (const auto& [inv, cell] : s.invariants)  // an excused invariant's verdicts count for nothing
         value(f, {{"scenario", name}, {"invariant", inv}, {"subject", subject}},
-              static_cast<double>(invalid ? cell.invalid : cell.unknown));
+              cell.excused.empty() ? static_cast<double>(invalid ? cell.invalid : cell.unknown) : 0.0);
     }
   };
   auto histograms = [&](MetricFamily& f, auto of) {
@@ -137,6 +137,9 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
   by_scenario(family("unavailable_total", "counter",
                      "Trials of the last run the subject could not run at all (nothing was checked)."),
               [](const S& s) { return s.unavailable; });
+  by_scenario(family("history_error_trials_total", "counter",
+                     "Trials of the last run with events that do not fit the worker protocol (each at best inconclusive)."),
+              [](const S& s) { return s.history_error_trials; });
   invariants(family("violations_total", "counter",
                     "Trials of the last run in which the invariant was violated."),
              true);

@@ -21,7 +21,7 @@ std::vector<std::string> replay_targets(const nlohmann::json& verdict) {
   if (!verdict.is_object() || !verdict.contains("checks") || !verdict["checks"].is_array())
     return {};
   for (const auto& c : verdict["checks"]) {
-    if (!c.is_object()) continue;
+    if (!c.is_object() || c.contains("excused")) continue;  // an excused verdict counts for nothing
     std::string inv = c.value("invariant", ""), v = c.value("verdict", "");
     if (inv.empty()) continue;
     if (v == "invalid") invalid.push_back(inv);

@@ -103,13 +103,36 @@ std::string report_html(const harness::RunResult& r) {
       if (it == row.invariants.end()) {
         h += "<td class=muted>–</td>";
       } else {
-        h += std::string("<td class=\"") + css_class(it->second.worst) + "\">" + harness::verdict_name(it->second.worst) +
+        const bool excused = !it->second.excused.empty();
+        h += std::string("<td class=\"") + (excused ? "muted" : css_class(it->second.worst)) + "\"" +
+             (excused ? " title=\"" + esc(it->second.excused) + "\"" : std::string()) + ">" + cell_label(it->second) +
              (it->second.failing ? " (" + std::to_string(it->second.failing) + ")" : "") + "</td>";
       }
     }
     h += "</tr>";
   }
   h += "</table></div>";
+  {
+    std::string notes;
+    for (const auto& [name, st] : r.tally.scenarios()) {
+      for (const auto& [inv, cell] : st.invariants) {
+        if (!cell.excused.empty()) {
+          notes += "<li>excused: <b>" + esc(inv) + "</b> in " + esc(name) + " (" + harness::verdict_name(cell.worst) +
+                   " in " + std::to_string(cell.not_valid()) + " trials, not counted): " + esc(cell.excused) + "</li>";
+        }
+      }
+      if (st.history_error_trials > 0) {
+        notes += "<li class=unknown>history errors in " + std::to_string(st.history_error_trials) + " of " +
+                 std::to_string(st.trials) + " trials of " + esc(name) + " (each at best unknown), first: " +
+                 esc(st.first_history_error) + "</li>";
+      }
+      if (!st.expected.empty()) {
+        notes += std::string("<li class=") + (st.expectation_met() ? "valid" : "unknown") + ">expectation " + esc(name) +
+                 ": " + esc(expectation_line(st)) + "</li>";
+      }
+    }
+    if (!notes.empty()) h += "<h2>Excuses, history errors, expectations</h2><ul>" + notes + "</ul>";
+  }
   h += "<h2>Violations and inconclusive trials</h2>";
   // The first 200 (trial, invariant) lines of the listed failing trials; the
   // rest, and those past the --max-kept cap, are counted.
@@ -117,7 +140,7 @@ std::string report_html(const harness::RunResult& r) {
   std::string items;
   for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      if (c.verdict == Verdict::kValid || shown >= 200) continue;
+      if (c.verdict == Verdict::kValid || !c.excused.empty() || shown >= 200) continue;
       ++shown;
       std::string link;
       if (t.kept && !t.dir.empty() && t.dir.rfind(r.out_dir + "/", 0) == 0) {

@@ -35,11 +35,17 @@ std::shared_ptr<harness::RunSubscriber> live_summary();
 struct InvariantCell {
   std::uint64_t failing = 0;
   harness::Verdict worst = harness::Verdict::kValid;
+  std::string excused;  // the scenario's reason: its verdict is shown, counts for nothing
 };
 struct ScenarioRow {
   std::uint64_t trials = 0;
   std::map<std::string, InvariantCell> invariants;
 };
+// "excused", or the verdict's name.
+std::string cell_label(const InvariantCell& c);
+// One line per scenario with expect_violation: "caught in 3 of 4 trials
+// (barrier.liveness with error:barrier:broken)" or "NOT caught: ...".
+std::string expectation_line(const harness::ScenarioTally& s);
 std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r);
 
 // report.html: the whole run on one self-contained page (report_html.cc).

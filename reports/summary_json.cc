@@ -39,9 +39,10 @@ nlohmann::json summary_json(const harness::RunResult& r) {
   j["unknown"] = nlohmann::json::array();
   // The listed failing trials in detail (all of them up to the --max-kept cap).
   std::uint64_t skipped = 0, harness_errors = 0;
+  std::uint64_t history = 0;
   for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      if (c.verdict == Verdict::kValid) continue;
+      if (c.verdict == Verdict::kValid || !c.excused.empty()) continue;
       nlohmann::json v = {{"invariant", c.invariant}, {"scenario", t.scenario}, {"trial", t.trial},
                           {"seed", t.seed},           {"run_seed", t.run_seed}, {"trial_dir", t.dir},
                           {"reproduce", t.reproduce}, {"problems", c.problems}};
@@ -50,6 +51,11 @@ nlohmann::json summary_json(const harness::RunResult& r) {
     if (!t.unavailable.empty()) {
       ++skipped;
       j["skipped"].push_back({{"scenario", t.scenario}, {"trial", t.trial}, {"reason", t.unavailable}});
+    }
+    if (t.history_error_count > 0) {
+      ++history;
+      j["history_errors"].push_back({{"scenario", t.scenario}, {"trial", t.trial}, {"count", t.history_error_count},
+                                     {"errors", t.history_errors}, {"trial_dir", t.dir}, {"reproduce", t.reproduce}});
     }
     if (t.harness_error) {
       ++harness_errors;
@@ -64,14 +70,35 @@ nlohmann::json summary_json(const harness::RunResult& r) {
   for (const auto& [name, s] : r.tally.scenarios()) {
     unavailable += s.unavailable;
     if (s.invariants.empty()) continue;  // nothing was checked (the subject never ran)
-    nlohmann::json inv = nlohmann::json::object();
+    nlohmann::json inv = nlohmann::json::object(), excused = nlohmann::json::object();
     for (const auto& [i, cell] : s.invariants) {
+      if (!cell.excused.empty()) {  // shown, counted nowhere
+        inv[i] = "excused";
+        excused[i] = {{"reason", cell.excused}, {"verdict", verdict_name(cell.worst)}, {"not_valid", cell.not_valid()}};
+        continue;
+      }
       inv[i] = verdict_name(cell.worst);
       invalid += cell.invalid;
       unknown += cell.unknown;
     }
-    j["scenarios"][name] = {{"trials", s.trials}, {"invariants", inv}};
+    nlohmann::json sc = {{"trials", s.trials}, {"invariants", inv}};
+    if (!excused.empty()) sc["excused"] = excused;
+    if (s.history_error_trials > 0) {
+      sc["history_errors"] = {{"trials", s.history_error_trials}, {"first", s.first_history_error}};
+    }
+    if (!s.expected.empty()) {
+      nlohmann::json e = {{"expected", s.expected},       {"caught", s.expectation_met()},
+                          {"met", s.expect_met},          {"no_evidence", s.expect_no_evidence},
+                          {"other", s.expect_other},      {"trials", s.trials},
+                          {"text", expectation_line(s)}};
+      sc["expectation"] = e;
+      e["scenario"] = name;
+      j["expectations"].push_back(std::move(e));
+    }
+    j["scenarios"][name] = std::move(sc);
   }
+  std::uint64_t history_total = 0;
+  for (const auto& [name, s] : r.tally.scenarios()) history_total += s.history_error_trials;
   j["latency_ms"] = {{"acquire", quantiles(r.tally.acquire_ms())},
                      {"barrier", quantiles(r.tally.barrier_ms())},
                      {"recovery", quantiles(r.tally.recovery_ms())}};
@@ -82,6 +109,7 @@ nlohmann::json summary_json(const harness::RunResult& r) {
                      {"unknown", unknown - j["unknown"].size()},
                      {"skipped", unavailable - skipped},
                      {"harness_errors", r.tally.harness_errors() - harness_errors},
+                     {"history_errors", history_total - history},
                      {"max_kept", r.max_listed}};
   }
   return j;
