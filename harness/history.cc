@@ -480,6 +480,8 @@ struct Builder {
     f.rank = rank;
     f.pid = get_int(ev, "pid").value_or(0);
     f.signal = get_int(ev, "signal").value_or(0);
+    f.effect_t = get_i64(ev, "effect_t").value_or(0);
+    f.protect = detail.is_object() && get_flag(detail, "protect").value_or(false);
     f.start_t = t;
     f.end_t = t;
     f.detail = std::move(detail);

@@ -91,6 +91,13 @@ struct Fault {
   std::int64_t start_t = 0;
   std::int64_t end_t = 0;
   int signal = 0;             // the signal sent (start of the window), if any
+  // When the supervisor saw the signal's effect (docs/worker-protocol.md:
+  // start_t is taken before kill(2); a SIGKILLed target runs nothing after
+  // effect_t). 0: not seen / not a signal.
+  std::int64_t effect_t = 0;
+  // The window's start said no cleanup may remove its file (a held lock):
+  // kept for the whole window, whatever its end event says.
+  bool protect = false;
   Json detail;
 };
 

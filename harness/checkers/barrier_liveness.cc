@@ -102,10 +102,13 @@ std::vector<Gone> gone_participants(const History& h, int job) {
         g.how = "detached";
       }
     }
-    if (const Exit* e = checks::exit_of(h, job, rank, pid); e != nullptr && e->t < g.t) {
-      g.t = e->t;
-      g.how = e->signal > 0 ? fmt::format("was killed (signal {})", e->signal)
-                            : fmt::format("exited {}", e->exit_code);
+    if (const Exit* e = checks::exit_of(h, job, rank, pid); e != nullptr) {
+      const std::int64_t dead = checks::dead_by(h, job, rank, pid);  // the kill seen, or the reap
+      if (dead < g.t) {
+        g.t = dead;
+        g.how = e->signal > 0 ? fmt::format("was killed (signal {})", e->signal)
+                              : fmt::format("exited {}", e->exit_code);
+      }
     }
     if (g.t != checks::kNever) out.push_back(g);
   }

@@ -1520,5 +1520,65 @@ TEST(PrefixExclusiveLocal, ATruncatedRefusalMessageIsUnknownNotInvalid) {
   EXPECT_TRUE(Names(r, {"truncated message"})) << Dump(r);
 }
 
+
+TEST(FaultExcuses, APauseAtAPointIsAStopAndAReplacementAlsoAKill) {
+  History pause = Trial().Fault("pause-at-point", 0, 1, 12, 15).End(30).Build(Meta());
+  EXPECT_NE(Causes(pause, 0, 0, "timeout"), nullptr);
+  EXPECT_EQ(Causes(pause, 0, 0, "broken"), nullptr);
+  History replaced = Trial().Fault("replacement", 0, 1, 2, 5).End(30).Build(Meta());
+  EXPECT_NE(Causes(replaced, 0, 0, "broken"), nullptr);  // the victim was killed at the end
+  EXPECT_EQ(Causes(replaced, 0, 0, "mismatch"), nullptr);
+  History ghost = Trial().Fault("reused-pid", -1, -1, 1, 29).End(30).Build(Meta());
+  EXPECT_EQ(Causes(ghost, 0, 0, "timeout"), nullptr);
+}
+
+TEST(CleanupSafety, AHeldLockStaysProtectedForItsWholeWindowWhateverItsEndSays) {
+  std::vector<Json> events = {
+      {{"t", 0}, {"type", "trial"}, {"phase", "start"}},
+      {{"t", 1 * kMs}, {"type", "fault"}, {"kind", "init-lock"}, {"phase", "start"}, {"job", -1},
+       {"rank", -1}, {"detail", {{"protect", true}, {"path", "/locks/shm.init.lock"}, {"held_by", "stopped"}}}},
+      {{"t", 5 * kMs}, {"type", "invoke"}, {"op", "clean"}, {"id", 1}, {"job", 0}, {"rank", 0},
+       {"pid", Pid(0, 0)}},
+      {{"t", 6 * kMs}, {"type", "ok"}, {"op", "clean"}, {"id", 1}, {"job", 0}, {"rank", 0},
+       {"pid", Pid(0, 0)}, {"value", {{"removed", {"/locks/shm.init.lock"}}, {"kept", Json::array()}}}},
+      {{"t", 9 * kMs}, {"type", "fault"}, {"kind", "init-lock"}, {"phase", "end"}, {"job", -1},
+       {"rank", -1}, {"detail", {{"protect", false}}}},
+      {{"t", 20 * kMs}, {"type", "trial"}, {"phase", "end"}}};
+  std::vector<std::string> errors;
+  History h = build_history(events, Meta(), &errors);
+  EXPECT_TRUE(errors.empty());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"removed /locks/shm.init.lock while it was held by a live process (stopped)"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, TheDeathBoundStartsWhenTheKillWasSeenNotWhenTheBodyWasReaped) {
+  // The supervisor saw the SIGKILL take effect at +10 ms, and reaped it (a
+  // preempted supervisor) only at +900 ms: the survivor's 400 ms is late.
+  std::vector<Json> events = {
+      {{"t", 0}, {"type", "trial"}, {"phase", "start"}},
+      {{"t", 1 * kMs}, {"type", "invoke"}, {"op", "barrier_attach"}, {"id", 1}, {"job", 0}, {"rank", 0}, {"pid", Pid(0, 0)}},
+      {{"t", 2 * kMs}, {"type", "ok"}, {"op", "barrier_attach"}, {"id", 1}, {"job", 0}, {"rank", 0}, {"pid", Pid(0, 0)}},
+      {{"t", 1 * kMs}, {"type", "invoke"}, {"op", "barrier_attach"}, {"id", 1}, {"job", 0}, {"rank", 1}, {"pid", Pid(0, 1)}},
+      {{"t", 2 * kMs}, {"type", "ok"}, {"op", "barrier_attach"}, {"id", 1}, {"job", 0}, {"rank", 1}, {"pid", Pid(0, 1)}},
+      {{"t", 3 * kMs}, {"type", "invoke"}, {"op", "barrier"}, {"id", 2}, {"job", 0}, {"rank", 0}, {"pid", Pid(0, 0)}, {"args", {{"round", 0}}}},
+      {{"t", 9 * kMs}, {"type", "fault"}, {"kind", "sigkill"}, {"phase", "instant"}, {"job", 0}, {"rank", 1},
+       {"pid", Pid(0, 1)}, {"signal", SIGKILL}, {"sent_t", 9 * kMs}, {"effect", "exited"}, {"effect_t", 10 * kMs}},
+      {{"t", 910 * kMs}, {"type", "fail"}, {"op", "barrier"}, {"id", 2}, {"job", 0}, {"rank", 0}, {"pid", Pid(0, 0)},
+       {"error", {{"code", "broken"}, {"message", "rank 1 died"}}}},
+      {{"t", 900 * kMs}, {"type", "exit"}, {"job", 0}, {"rank", 1}, {"pid", Pid(0, 1)}, {"signal", SIGKILL}, {"by_harness", true}},
+      {{"t", 2000 * kMs}, {"type", "trial"}, {"phase", "end"}}};
+  std::vector<std::string> errors;
+  TrialMeta m = Meta({Job(2, 1)});
+  m.liveness_ns = 200 * kMs;
+  m.barrier_deadline_ns = 3000 * kMs;
+  History h = build_history(events, m, &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"900.000ms after rank 1 (pid 1001) was killed (signal 9) at +10.000ms"})) << Dump(r);
+}
+
 }  // namespace
 }  // namespace harness

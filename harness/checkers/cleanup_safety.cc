@@ -177,7 +177,7 @@ CheckResult check_cleanup_safety(const History& h) {
     // A lock a fault's helper held (stopped, or through an inherited fd) is a
     // live owner's for the whole window: removing it then is unsafe.
     for (const Fault& f : h.faults) {
-      if (!f.detail.is_object() || !f.detail.value("protect", false)) continue;
+      if (!f.protect || !f.detail.is_object()) continue;
       std::string held = f.detail.value("path", f.detail.value("name", std::string()));
       if (held.empty() || !checks::overlaps(f.start_t, f.end_t, clean.invoke_t, clean.complete_t + 1)) continue;
       for (const std::string& name : clean.removed) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -147,6 +148,17 @@ std::int64_t last_alive(const History& h, int job, int rank, int pid) {
     if ((kills(f) || is_stop(f)) && aims_at(f, job, rank, pid) &&
         (e == nullptr || f.start_t <= e->t)) {
       t = std::max(t, f.start_t);
+    }
+  }
+  return t;
+}
+
+std::int64_t dead_by(const History& h, int job, int rank, int pid) {
+  std::int64_t t = kNever;
+  if (const Exit* e = exit_of(h, job, rank, pid)) t = e->t;
+  for (const Fault& f : h.faults) {
+    if (kills(f) && f.signal == SIGKILL && f.effect_t > 0 && aims_at(f, job, rank, pid)) {
+      t = std::min(t, f.effect_t);
     }
   }
   return t;

@@ -72,6 +72,9 @@ const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::i
 // The last moment the worker certainly was alive: its latest event, or a
 // signal the harness sent it before it was reaped.
 std::int64_t last_alive(const History& h, int job, int rank, int pid);
+// The first moment the worker certainly was dead: the supervisor saw a
+// SIGKILL's effect (Fault::effect_t), or reaped it. kNever if neither.
+std::int64_t dead_by(const History& h, int job, int rank, int pid);
 
 // Names (segments or lock paths) a fault seeded as another user's: faults
 // whose detail has "foreign": true and a "name", "path" or "names".

@@ -42,6 +42,18 @@ const std::vector<FaultRule>& rules() {
        "a rank attaches late: its peers may time out waiting"},
       {"misconfig", "lock-dir", false, false, {}, {}, {},
        "a rank's lock dir differs: excuses nothing"},
+      {"pause-at-point", "", false, true, {"timeout"}, {"timeout"}, {},
+       "a rank stopped at a failpoint is alive: as sigstop (the pauses stay below the deadlines)"},
+      {"replacement", "", true, true, {"timeout"}, {"timeout", "broken"}, {},
+       "a rank stopped having arrived, then killed with its tree: as a stop, then as sigkill"},
+      {"reused-pid", "", true, true, {"timeout"}, {"timeout", "broken"}, {},
+       "a rank stopped, killed with its tree and its pid reused: as replacement; the window "
+       "with the reused pid (job -1) excuses nothing"},
+      {"containers", "", false, false, {}, {}, {},
+       "jobs in their own pid namespaces over one /dev/shm: the subject must cope, excuses "
+       "nothing"},
+      {"init-lock", "", false, false, {}, {}, {},
+       "the init lock held for a while (below the deadlines): excuses nothing"},
       {"stale-segment", "", false, false, {}, {}, {},
        "leftovers of dead jobs: the subject must cope, excuses nothing"},
       {"stale-lock", "", false, false, {}, {}, {},
@@ -131,8 +143,9 @@ const Fault* fault_causing_failure(const History& h, const Op& op) {
     if (rule == nullptr) continue;
     // When the fault can act on the op: a stop during it; anything else
     // (a death, a changed environment) from its start on.
-    const bool in_time = rule->stops ? (f.start_t <= op.complete_t && f.end_t >= op.invoke_t)
-                                     : f.start_t <= op.complete_t;
+    const bool in_time = rule->stops && !rule->kills
+                             ? (f.start_t <= op.complete_t && f.end_t >= op.invoke_t)
+                             : f.start_t <= op.complete_t;
     if (!in_time) continue;
     if (f.job < 0 && f.pid == 0) {
       if (covers(*rule, f, rule->world_codes, op.error_code)) return &f;
