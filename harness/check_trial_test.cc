@@ -104,6 +104,11 @@ TEST(CheckTrialDir, AnExpectationIsMetOnlyByTheExpectedInvariantWithTheSubjectsE
   EXPECT_EQ(no_evidence.expectation, Expectation::kNoEvidence);
   EXPECT_NE(no_evidence.expectation_note.find("without error:acquire:not-registered-by-leader"),
             std::string::npos);
+  TrialResult either = check_trial_dir(
+      Parse("expect_violation = [\"cleanup.no-leak\"]\nexpect_evidence = "
+            "[\"error:acquire:not-registered-by-leader|error:acquire:file-exists\"]\n[[job]]\n"),
+      dir, 0, 1, 2);
+  EXPECT_EQ(either.expectation, Expectation::kMet) << either.expectation_note;
   TrialResult other =
       check_trial_dir(Parse("expect_violation = [\"barrier.liveness\"]\n[[job]]\n"), dir, 0, 1, 2);
   EXPECT_EQ(other.expectation, Expectation::kOther);

@@ -45,10 +45,16 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
       return false;
     }
     for (const auto* states : {&s->expect_reached, &s->expect_evidence}) {
-      for (const auto& st : *states) {
-        if (st.starts_with("fault:") && !find_injector(st.substr(6))) {
-          *err = f + ": '" + st + "' names an unknown fault kind (see `shmstress list`)";
-          return false;
+      for (const auto& entry : *states) {
+        for (std::size_t at = 0;;) {  // expect_evidence may list "a|b"
+          std::size_t bar = entry.find('|', at);
+          std::string st = entry.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
+          if (st.starts_with("fault:") && !find_injector(st.substr(6))) {
+            *err = f + ": '" + st + "' names an unknown fault kind (see `shmstress list`)";
+            return false;
+          }
+          if (bar == std::string::npos) break;
+          at = bar + 1;
         }
       }
     }
@@ -179,8 +185,15 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
         expected_broke.push_back(c.invariant);
       }
     }
-    for (const auto& e : s.expect_evidence) {
-      if (!t.reached.contains(e)) missing.push_back(e);
+    for (const auto& e : s.expect_evidence) {  // "a|b": either will do
+      bool seen = false;
+      for (std::size_t at = 0;;) {
+        std::size_t bar = e.find('|', at);
+        seen = seen || t.reached.contains(e.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+        if (bar == std::string::npos) break;
+        at = bar + 1;
+      }
+      if (!seen) missing.push_back(e);
     }
     if (!expected_broke.empty() && missing.empty()) {
       t.expectation = Expectation::kMet;

@@ -250,7 +250,7 @@ class Parser {
       } else if (k == "expect_reached") {
         ok = get_state_list(*node, "expect_reached", &out->expect_reached);
       } else if (k == "expect_evidence") {
-        ok = get_state_list(*node, "expect_evidence", &out->expect_evidence);
+        ok = get_state_list(*node, "expect_evidence", &out->expect_evidence, /*alternatives=*/true);
       } else if (k == "excuse") {
         ok = parse_excuses(*node, out);
       } else if (k == "trials") {
@@ -446,13 +446,29 @@ class Parser {
     return true;
   }
 
-  bool get_state_list(const toml::node& n, std::string_view name, std::vector<std::string>* out) {
+  // With `alternatives`, an entry may be "a|b": either state will do.
+  bool get_state_list(const toml::node& n, std::string_view name, std::vector<std::string>* out,
+                      bool alternatives = false) {
     if (!get_id_list(n, name, out)) return false;
     for (std::size_t i = 0; i < out->size(); ++i) {
-      std::string why;
-      if (!known_state_name((*out)[i], &why)) {
-        return fail(*n.as_array()->get(i), "'" + std::string(name) + "' names \"" + (*out)[i] +
-                                              "\", which no trial can reach: " + why);
+      std::vector<std::string> states;
+      const std::string& entry = (*out)[i];
+      if (alternatives) {
+        for (std::size_t at = 0;;) {
+          std::size_t bar = entry.find('|', at);
+          states.push_back(entry.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+          if (bar == std::string::npos) break;
+          at = bar + 1;
+        }
+      } else {
+        states.push_back(entry);
+      }
+      for (const auto& state : states) {
+        std::string why;
+        if (!known_state_name(state, &why)) {
+          return fail(*n.as_array()->get(i), "'" + std::string(name) + "' names \"" + state +
+                                                "\", which no trial can reach: " + why);
+        }
       }
     }
     return true;

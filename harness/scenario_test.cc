@@ -406,6 +406,18 @@ TEST(ScenarioExpect, ExpectViolationNamesKnownInvariantsOnly) {
       << err.message;
 }
 
+TEST(ScenarioExpect, EvidenceMayNameAlternatives) {
+  const Scenario sc = parse_ok(
+      "expect_violation = [\"prefix.agreement\"]\nexpect_evidence = "
+      "[\"error:acquire:registered-mismatch|error:acquire:not-registered-by-leader\"]\n[[job]]\n");
+  EXPECT_EQ(sc.expect_evidence.size(), 1u);
+  auto err = parse_error(
+      "expect_violation = [\"prefix.agreement\"]\nexpect_evidence = [\"error:acquire:x|nonsense\"]\n"
+      "[[job]]\n");
+  EXPECT_NE(err.message.find("names \"nonsense\", which no trial can reach"), std::string::npos)
+      << err.message;
+}
+
 TEST(ScenarioExpect, EvidenceWithoutAnExpectedViolationIsRefused) {
   auto err = parse_error("expect_evidence = [\"error:acquire:exists\"]\n[[job]]\n");
   EXPECT_NE(err.message.find("'expect_evidence' needs 'expect_violation'"), std::string::npos)
