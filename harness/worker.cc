@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,11 +99,19 @@ void sleep_range(std::mt19937_64& rng, const Json& r) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+// Open fds of this process. Listing /proc/self/fd needs an fd of its own; at
+// the RLIMIT_NOFILE limit (the emfile fault) it fails, and then every fd
+// below the limit is probed instead, which needs none.
 int count_fds() {
   int n = 0;
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) ++n;
-  return n - 1;  // the iterator's own fd
+  if (!ec) return n - 1;  // the iterator's own fd
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+  n = 0;
+  for (rlim_t fd = 0; fd < rl.rlim_cur && fd < (1u << 20); ++fd) n += ::fcntl(static_cast<int>(fd), F_GETFD) >= 0 ? 1 : 0;
+  return n;
 }
 
 Json clean_value(const shmcoord::CleanReport& r) {
@@ -248,9 +257,11 @@ int run() {
       op.ok({{"prefix", l->prefix}, {"present", present}});
       lease = *l;
       reg.emplace(std::move(*r));
-      Json f = c.base("fds");
-      f["count"] = count_fds();
-      c.log.emit(std::move(f));
+      if (int n = count_fds(); n >= 0) {
+        Json f = c.base("fds");
+        f["count"] = n;
+        c.log.emit(std::move(f));
+      }
     } else {
       op.fail(l.error());
       all_ok = false;
