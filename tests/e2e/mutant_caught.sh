@@ -10,6 +10,8 @@ source "$(dirname "$0")/lib.sh"
 shmstress=$1 worker=$2 expected=$3
 name=$(basename "$worker")
 budget=${MUTANT_BUDGET_S:-60}
+# The catalog (MUTANT_SCENARIOS narrows it, e.g. to measure by hand).
+read -r -a catalog <<<"${MUTANT_SCENARIOS:-$(echo scenarios/*.toml)}"
 # Which invariant a flaw trips first varies between runs; keep going (new
 # seeds) until the expected one shows, within the budget.
 start=$(date +%s)
@@ -19,7 +21,7 @@ while (( $(date +%s) - start < budget )); do
   seed=$((20261121 + attempt))
   set +e
   t0=$(date +%s)
-  "$shmstress" run scenarios/*.toml --worker-bin "$worker" --duration "${left}s" --stop-on-violation \
+  "$shmstress" run "${catalog[@]}" --worker-bin "$worker" --duration "${left}s" --stop-on-violation \
     --seed "$seed" --out "$SCRATCH/run$attempt" >"$SCRATCH/out$attempt.log" 2>&1
   rc=$?
   took=$(( $(date +%s) - t0 ))
@@ -48,7 +50,7 @@ trial=${first##* trial }
 # (at least 10 s): the same trial schedule, round-robin over the catalog.
 control_s=$(( took > 10 ? took : 10 ))
 set +e
-"$shmstress" run scenarios/*.toml --duration "${control_s}s" --seed "$seed" \
+"$shmstress" run "${catalog[@]}" --duration "${control_s}s" --seed "$seed" \
   --out "$SCRATCH/control" >"$SCRATCH/control.log" 2>&1
 crc=$?
 set -e
