@@ -1553,6 +1553,25 @@ TEST(CleanupSafety, AHeldLockStaysProtectedForItsWholeWindowWhateverItsEndSays) 
       << Dump(r);
 }
 
+TEST(CleanupSafety, ACleanupThatWaitedForAHeldLockAndRemovedItAfterTheReleaseIsValid) {
+  // The cleanup blocked on the held init lock, took it once the holder let go
+  // (+9 ms) and removed it then: a valid order exists.
+  std::vector<Json> events = {
+      {{"t", 0}, {"type", "trial"}, {"phase", "start"}},
+      {{"t", 1 * kMs}, {"type", "fault"}, {"kind", "init-lock"}, {"phase", "start"}, {"job", -1},
+       {"rank", -1}, {"detail", {{"protect", true}, {"name", "/shm.init.lock"}, {"held_by", "stopped"}}}},
+      {{"t", 5 * kMs}, {"type", "invoke"}, {"op", "clean"}, {"id", 1}, {"job", 0}, {"rank", 0},
+       {"pid", Pid(0, 0)}},
+      {{"t", 9 * kMs}, {"type", "fault"}, {"kind", "init-lock"}, {"phase", "end"}, {"job", -1},
+       {"rank", -1}, {"detail", {{"protect", false}}}},
+      {{"t", 10 * kMs}, {"type", "ok"}, {"op", "clean"}, {"id", 1}, {"job", 0}, {"rank", 0},
+       {"pid", Pid(0, 0)}, {"value", {{"removed", {"/shm.init.lock"}}, {"kept", Json::array()}}}},
+      {{"t", 20 * kMs}, {"type", "trial"}, {"phase", "end"}}};
+  std::vector<std::string> errors;
+  History h = build_history(events, Meta(), &errors);
+  EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
 TEST(BarrierLiveness, TheDeathBoundStartsWhenTheKillWasSeenNotWhenTheBodyWasReaped) {
   // The supervisor saw the SIGKILL take effect at +10 ms, and reaped it (a
   // preempted supervisor) only at +900 ms: the survivor's 400 ms is late.

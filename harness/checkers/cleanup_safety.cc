@@ -175,15 +175,21 @@ CheckResult check_cleanup_safety(const History& h) {
                               by));
     }
     // A lock a fault's helper held (stopped, or through an inherited fd) is a
-    // live owner's for the whole window: removing it then is unsafe.
+    // live owner's for the whole window: removing it then is unsafe. The
+    // removal happened somewhere in the cleanup op; only a cleanup that began
+    // and ended inside the window certainly removed it while held (one that
+    // waited for the lock and took it after the release did nothing wrong).
     for (const Fault& f : h.faults) {
       if (!f.protect || !f.detail.is_object()) continue;
-      std::string held = f.detail.value("path", f.detail.value("name", std::string()));
+      std::string held = checks::json_string(f.detail, "path");
+      if (held.empty()) held = checks::json_string(f.detail, "name");
       if (held.empty() || !checks::overlaps(f.start_t, f.end_t, clean.invoke_t, clean.complete_t + 1)) continue;
+      const bool inside = f.start_t <= clean.invoke_t && clean.complete_t <= f.end_t;
       for (const std::string& name : clean.removed) {
-        if (name == held) {
+        if (name == held && inside) {
+          std::string holder = checks::json_string(f.detail, "held_by");
           rep.invalid(fmt::format("{} removed {} while it was held by a live process ({})", by, name,
-                                  f.detail.value("held_by", std::string("a live holder"))));
+                                  holder.empty() ? "a live holder" : holder));
         }
       }
       for (const std::string& name : clean.kept) {

@@ -56,6 +56,12 @@ std::optional<std::int64_t> json_int(const Json& j, const char* key) {
   return it->get<std::int64_t>();
 }
 
+std::string json_string(const Json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 std::vector<std::string> json_strings(const Json& j, const char* key) {
   std::vector<std::string> out;
   auto it = j.find(key);

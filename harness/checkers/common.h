@@ -46,6 +46,8 @@ std::string describe(const History& h, const Op& op);
 
 // An integer member of a JSON object, or nothing (never throws).
 std::optional<std::int64_t> json_int(const Json& j, const char* key);
+// A string member of a JSON object, or "" (never throws).
+std::string json_string(const Json& j, const char* key);
 // The string elements of an array member of a JSON object.
 std::vector<std::string> json_strings(const Json& j, const char* key);
 
