@@ -839,6 +839,38 @@ TEST(CleanupNoLeak, WithoutACleanupStepLeftoversAreNotJudged) {
   EXPECT_VERDICT(Check("cleanup.no-leak", h), kValid);
 }
 
+// ---------------------------------------------------------- fault targets
+
+TEST(FaultTargets, AKillOfAGhostsPidNeverAimsAtTheWorkerThatGetsTheNumberLater) {
+  // reused-pid without a job: the ghost (pid 40) is killed and its number
+  // handed on. A worker that forks into 40 afterwards is alive.
+  Fault ghost;
+  ghost.kind = "reused-pid";
+  ghost.job = -1;
+  ghost.pid = 40;
+  ghost.signal = SIGKILL;
+  ghost.start_t = 5;
+  ghost.effect_t = 6;
+  EXPECT_FALSE(checks::aims_at(ghost, 0, 0, 40));
+  History h;
+  h.faults.push_back(ghost);
+  EXPECT_EQ(checks::dead_by(h, 0, 0, 40), checks::kNever);
+}
+
+TEST(FaultTargets, APidMatchesOnlyInsideItsJobBecausePidsArePerContainer) {
+  // containers: job 0's pid 2 and job 1's pid 2 are different processes.
+  Fault kill;
+  kill.kind = "sigkill";
+  kill.job = 0;
+  kill.rank = 0;
+  kill.pid = 2;
+  kill.signal = SIGKILL;
+  EXPECT_TRUE(checks::aims_at(kill, 0, 0, 2));
+  EXPECT_FALSE(checks::aims_at(kill, 1, 0, 2));
+  // A replacement of the same rank has another pid: the kill was not its.
+  EXPECT_FALSE(checks::aims_at(kill, 0, 0, 3));
+}
+
 // ---------------------------------------------------------- cleanup.safety
 
 TEST(CleanupSafety, NamePrefixFindsTheSixDigitToken) {

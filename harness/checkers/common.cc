@@ -108,8 +108,12 @@ const Exit* exit_of(const History& h, int job, int rank, int pid) {
 }
 
 bool aims_at(const Fault& f, int job, int rank, int pid) {
+  // A fault aimed at no job (a ghost's reused pid, a seeded lock's holder)
+  // names a pid that is not a worker's, even when a worker later gets the
+  // same number. Pids are per container, so a pid matches only in its job.
+  if (f.job < 0 || f.job != job) return false;
   if (f.pid != 0 && pid != 0) return f.pid == pid;
-  return f.job >= 0 && f.job == job && (f.rank < 0 || f.rank == rank);
+  return f.rank < 0 || f.rank == rank;
 }
 
 bool is_stop(const Fault& f) { return stops(f); }

@@ -61,8 +61,8 @@ bool is_registry_name(std::string_view name);
 
 // The exit of one worker process (pid 0 on either side matches any pid).
 const Exit* exit_of(const History& h, int job, int rank, int pid);
-// Whether a fault was aimed at this worker: by pid, else by job and rank
-// (rank -1 in the fault: the whole job).
+// Whether a fault was aimed at this worker: in its job, by pid, else by rank
+// (rank -1 in the fault: the whole job). A fault of job -1 aims at no worker.
 bool aims_at(const Fault& f, int job, int rank, int pid);
 // Whether the fault stops its target for its window (checkers/excuses.h).
 bool is_stop(const Fault& f);
