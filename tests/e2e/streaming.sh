@@ -19,7 +19,7 @@ for f in scenarios/streaming/*.toml; do
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   [[ $rc -eq 1 ]] || { tail -20 "$SCRATCH/$n.log"; fail "$n: exit $rc against the stand-in, expected 1 (a violation)"; }
   got=$(json "$SCRATCH/$n/summary.json" "' '.join(sorted({v['invariant'] for v in j['violations']}))")
-  want=$(grep '^invariants' "$f")
+  want=$(grep -E '^(invariants|expect_violation)' "$f")
   hit=0
   for inv in $got; do [[ $want == *"\"$inv\""* ]] && hit=1; done
   (( hit )) || fail "$n: violated [$got], none of which the scenario names ($want)"
