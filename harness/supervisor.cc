@@ -1009,10 +1009,14 @@ class Supervisor {
       if (holder > 0 && sd.release_at_ns >= 0) {
         const std::size_t index = seeded_.size() - 1;
         timers_.push_back({start_ + sd.release_at_ns, [this, holder, index] {
+          // The window ends when the lock may first be free: before the kill
+          // (a cleanup blocked on it may take it before we log).
+          const std::int64_t before = mono_ns();
           release_helper(holder);
           auto& [kind, d] = seeded_[index];
           d["protect"] = false;
-          log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", d}});
+          log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", d},
+                     {"t", before}});
           kind.clear();  // closed: the heal does not close it again
         }});
       }
@@ -1076,6 +1080,7 @@ class Supervisor {
     for (auto& t : left) {
       if (t.at_heal) t.fn();
     }
+    const std::int64_t helpers_killed = mono_ns();  // their windows end here, before the kills
     for (pid_t h : helpers_) {
       ::kill(h, SIGKILL);
       ::kill(h, SIGCONT);
@@ -1091,7 +1096,8 @@ class Supervisor {
       if (kind.empty() || kind == "containers") continue;  // containers close after the audit
       Json d = detail;
       if (d.is_object() && d.contains("protect")) d["protect"] = false;
-      log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", d}});
+      log_.emit({{"type", "fault"}, {"kind", kind}, {"phase", "end"}, {"job", -1}, {"rank", -1}, {"detail", d},
+                 {"t", helpers_killed}});
     }
     for (auto& [pid, w] : workers_) {
       if (w.alive) ::kill(pid, SIGCONT);
