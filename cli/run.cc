@@ -172,7 +172,8 @@ Subcommand add_run(CLI::App& app) {
                   "native worker binary (default: this one), e.g. a known-bad variant")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--stop-on-violation", ro.stop_on_violation,
-                "stop after the first trial that violates an invariant");
+                "stop after the first trial that violates an invariant (in a scenario with expect_violation: "
+                "the first that breaks an expected one, with its evidence)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
   cmd->add_option("--junit", a->junit_file, "also write JUnit XML here (docs/reports.md)");

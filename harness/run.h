@@ -37,7 +37,8 @@ struct RunOptions {
   int shard_index = 0, shard_count = 1;  // --shard i/n
   bool allow_mount_ns = true;
   std::string exe;                  // the worker binary: this one, or --worker-bin
-  bool stop_on_violation = false;   // stop starting trials after the first invalid one
+  bool stop_on_violation = false;   // stop starting trials after the first invalid one (with
+                                    // expect_violation: the first that meets the expectation)
   // Told about every finished trial, the progress and the end (run_events.h).
   RunSubscribers subscribers;
   std::string invocation;           // how to spell the binary in reproduce commands
