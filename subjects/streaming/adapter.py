@@ -8,16 +8,21 @@ environment. It drives Streaming's public API only:
 - ``streaming.base.shared.prefix.get_shm_prefix(locals, remotes, world)``
 - ``streaming.base.shared.barrier.SharedBarrier(f"{tmpdir}/{prefix:06}_barrier_filelock",
   f"{prefix:06}_barrier")`` called as ``barrier(num_procs)``
+- ``streaming.base.shared.memory.SharedMemory(name, create, size, auto_cleanup)`` for job segments
 - ``streaming.base.util.clean_stale_shared_memory()``
+- ``streaming.base.distributed.barrier()`` (the job's ``dist.barrier()``)
 
-and writes the same events as the native worker (``harness/worker.cc``). See docs/streaming.md.
+in the order ``StreamingDataset`` does, inside a per-job torch.distributed gloo process group when
+torch is importable, and writes the same events as the native worker (``harness/worker.cc``). See
+docs/streaming.md.
 
 Exit codes: 0 every op succeeded, 1 an op failed (a ``fail`` event says which), 2 bad environment
 (no event log, unparsable SHMSTRESS_OPS/SHMSTRESS_DIRS, bad argv), 3 the subject is not available
 here (``streaming`` cannot be imported, or it would touch the machine's real names; a
 ``{"type": "subject", "available": false, "reason": ...}`` event says why), 70 a bug in this adapter.
 
-Standard library only; it never imports torch itself (the real package does).
+Standard library only, except that it forms the job's process group with torch.distributed (gloo)
+when torch is importable, as a launcher would before the training script builds its dataset.
 """
 
 import errno
@@ -41,9 +46,10 @@ PIPE_BUF = 4096
 SHM_DIR = '/dev/shm'
 REMOTE_SCHEME = 'shmstress-remote://'  # any non-None remote: Streaming only checks "is not None"
 
-DISTRIBUTED_REASON = 'torch.distributed not initialised: world size per job handled without a process group'
-EMULATED_REASON = ('torch.distributed not initialised: the stand-in emulates its dist.barrier() with marker files '
-                   '(SHMSTRESS_STANDIN_PROCESS_GROUP=file)')
+# The job's process group: SHMSTRESS_PROCESS_GROUP = auto (default) | gloo | emulated | none.
+GROUP_ENV = 'SHMSTRESS_PROCESS_GROUP'
+PORT_BASE, PORT_SPAN, PORT_ATTEMPTS = 10000, 22000, 16  # below Linux's ephemeral range (32768-60999)
+SEGMENTS_WITHOUT_EXIT_HANDLER = ('epoch_shape', 'epoch_data')  # StreamingDataset._share_work: auto_cleanup=False
 
 
 def mono_ns() -> int:
@@ -153,25 +159,51 @@ class Worker:
         self.log.emit(event)
 
 
+class GroupError(Exception):
+    """The job's process group could not be formed (a peer dead or missing): the rank fails with it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def classify(exc: BaseException) -> dict:
-    """A Python exception as a protocol error ``{code, message, errno}``."""
+    """A Python exception as a protocol error ``{code, message, errno}``.
+
+    Streaming's own failures get Streaming's names (``file-exists``, ``not-registered-by-leader``,
+    ``registered-mismatch``, ``empty-file``), which scenarios name as evidence
+    (``error:acquire:file-exists``). Where a checker reads shmcoord's code, that code is kept:
+    ``in-use`` ("Reused local directory", prefix.exclusive-local), ``broken`` (a dead or vanished
+    process-group peer: "Connection closed by peer") and ``timeout`` (the group's deadline), both read
+    by barrier.liveness.
+    """
     text = str(exc)
     message = f'{type(exc).__name__}: {text}' if text else type(exc).__name__
     err = exc.errno if isinstance(exc, OSError) and isinstance(exc.errno, int) else 0
-    if 'Reused local directory' in text:
+    lowered = text.lower()
+    if isinstance(exc, GroupError):
+        code = exc.code
+    elif 'Reused local directory' in text:
         code = 'in-use'
-    elif 'does not match' in text or 'not registered' in text:
-        code = 'mismatch'
+    elif 'not registered by local leader' in text:
+        code = 'not-registered-by-leader'
+    elif 'does not match local leader' in text:
+        code = 'registered-mismatch'
     elif isinstance(exc, ValueError) and 'empty file' in text:
-        code = 'corrupt'
+        code = 'empty-file'
     elif isinstance(exc, FileExistsError):
-        code = 'exists'
+        code = 'file-exists'
     elif isinstance(exc, PermissionError):
         code = 'permission'
     elif isinstance(exc, FileNotFoundError):
         code = 'not-found'
     elif isinstance(exc, OSError) and err in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM):
         code = 'exhausted'
+    elif isinstance(exc, RuntimeError) and ('connection closed' in lowered or 'connection reset' in lowered or
+                                            'broken pipe' in lowered):
+        code = 'broken'  # gloo: a peer of the job's process group is gone
+    elif isinstance(exc, RuntimeError) and 'timed out' in lowered:
+        code = 'timeout'  # gloo: the group's timeout (the acquire deadline)
     else:
         code = 'io'
     return {'code': code, 'message': message, 'errno': err}
@@ -249,39 +281,73 @@ def private_dev_shm() -> bool:
     return bool(found) and len(found) >= 2 and found[0] == 'tmpfs' and found[1] == 'shmstress'
 
 
+def shm_stat(name: str):
+    """(dev, ino) of /dev/shm/<name without the leading "/">, or None."""
+    try:
+        st = os.stat(os.path.join(SHM_DIR, name.lstrip('/')))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class UnlinkRecorder:
-    """Records every name unlinked (shm_unlink or os.unlink) while active: clean's "removed"."""
+    """What a cleanup call removed that was not its own: clean's "removed".
+
+    Streaming's clean_stale_shared_memory() probes each name by *creating* a 4-byte segment and
+    unlinking it again; those probes never held anything and are not reported. While active, every
+    exclusive create through ``_posixshmem.shm_open`` is remembered by inode, and every unlink
+    (``_posixshmem.shm_unlink`` or ``os.unlink`` under /dev/shm) looks at the inode it is about to
+    remove: one the call created itself is a probe, anything else is reported, including a segment
+    another process created while the cleanup ran (the cleanup did remove it).
+    """
 
     def __init__(self) -> None:
         self.removed = []
+        self.probes = set()
         self._saved = []
 
     @staticmethod
-    def _shm_display(name: str) -> str:
+    def _display(name: str) -> str:
         return name if name.startswith('/') else '/' + name
+
+    def _record(self, shm_name: str, before) -> None:
+        if before is None or before not in self.probes:
+            self.removed.append(self._display(shm_name))
 
     def __enter__(self) -> 'UnlinkRecorder':
         try:
             import _posixshmem  # pylint: disable=import-outside-toplevel
         except ImportError:
             _posixshmem = None
-        if _posixshmem is not None and hasattr(_posixshmem, 'shm_unlink'):
-            original = _posixshmem.shm_unlink
+        if _posixshmem is not None and hasattr(_posixshmem, 'shm_open') and hasattr(_posixshmem, 'shm_unlink'):
+            original_open, original_unlink = _posixshmem.shm_open, _posixshmem.shm_unlink
+
+            def shm_open(path, flags, *a, **kw):
+                fd = original_open(path, flags, *a, **kw)
+                if flags & os.O_CREAT and flags & os.O_EXCL:
+                    st = os.fstat(fd)
+                    self.probes.add((st.st_dev, st.st_ino))
+                return fd
 
             def shm_unlink(name, *a, **kw):
-                original(name, *a, **kw)
-                self.removed.append(self._shm_display(os.fsdecode(name)))
+                text = os.fsdecode(name)
+                before = shm_stat(text)
+                original_unlink(name, *a, **kw)
+                self._record(text, before)
 
-            self._saved.append((_posixshmem, 'shm_unlink', original))
-            _posixshmem.shm_unlink = shm_unlink
-        original_unlink = os.unlink
+            self._saved += [(_posixshmem, 'shm_open', original_open), (_posixshmem, 'shm_unlink', original_unlink)]
+            _posixshmem.shm_open, _posixshmem.shm_unlink = shm_open, shm_unlink
+        original_os_unlink = os.unlink
 
         def unlink(path, *a, **kw):
-            original_unlink(path, *a, **kw)
             p = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
-            self.removed.append('/' + p[len(SHM_DIR) + 1:] if p.startswith(SHM_DIR + '/') else p)
+            under_shm = p.startswith(SHM_DIR + '/')
+            before = shm_stat(p[len(SHM_DIR) + 1:]) if under_shm else None
+            original_os_unlink(path, *a, **kw)
+            if under_shm:
+                self._record(p[len(SHM_DIR) + 1:], before)
 
-        self._saved.append((os, 'unlink', original_unlink))
+        self._saved.append((os, 'unlink', original_os_unlink))
         os.unlink = unlink
         return self
 
@@ -289,6 +355,167 @@ class UnlinkRecorder:
         for module, attr, original in reversed(self._saved):
             setattr(module, attr, original)
         self._saved.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# The job's process group
+
+
+def trial_dir() -> str:
+    """Where this trial's scaffolding goes: the directory of the history file."""
+    return os.path.dirname(os.environ.get('SHMSTRESS_EVENTS', ''))
+
+
+def candidate_port(key: str, attempt: int) -> int:
+    """The attempt-th loopback port rank 0 tries for the job `key` (trial dir + job key): fixed by the
+    trial, so a replay tries the same ports; different trials and jobs start on different ones."""
+    return PORT_BASE + zlib.crc32(f'{key}#{attempt}'.encode()) % PORT_SPAN
+
+
+def _publish(path: str, text: str) -> None:
+    tmp = f'{path}.tmp.{os.getpid()}'
+    with open(tmp, 'w', encoding='ascii') as f:
+        f.write(text)
+    os.rename(tmp, path)  # readers see the whole port or nothing
+
+
+def _rendezvous_error(what: str, exc: BaseException) -> GroupError:
+    text = f'{what}: {type(exc).__name__}: {exc}'
+    lowered = str(exc).lower()
+    if 'timed out' in lowered or 'timeout' in lowered:
+        return GroupError('timeout', text)
+    if 'connection' in lowered or 'broken pipe' in lowered:
+        return GroupError('broken', text)
+    return GroupError('io', text)
+
+
+class Group:
+    """The job's process group, formed the way a launcher does before the dataset is built.
+
+    - ``gloo``: torch.distributed's gloo backend. Rank 0 opens the job's TCPStore on a loopback
+      port derived from the trial and job (``candidate_port``), moving to the next candidate on
+      EADDRINUSE, and publishes the port it got in the trial directory (``pg.<job key>.port``);
+      the other ranks read it from there, so concurrent trials never meet each other's store.
+      The group's timeout is the acquire deadline.
+    - ``emulated``: the stand-in's own group (``streaming.base.distributed.init_emulated_group``),
+      for machines without torch: its barrier fails as gloo's does when a peer is gone.
+    - ``none``: world size 1, or neither is available (documented limit).
+
+    Forming it can fail (a peer dead before it joined, or never arriving within the deadline):
+    that fails the rank's first operation with ``broken``/``timeout``, as a launched rank would
+    die in ``init_process_group`` — never a silent run without a group.
+    """
+
+    def __init__(self, subject, role: str) -> None:
+        self.subject = subject
+        self.rank = env_int('SHMSTRESS_RANK', env_int('RANK', 0))
+        self.world = env_int('SHMSTRESS_WORLD_SIZE', env_int('WORLD_SIZE', 1))
+        self.timeout_ms = max(env_int('SHMSTRESS_ACQUIRE_TIMEOUT_MS', 30000), 1)
+        self.job_key = os.environ.get('SHMSTRESS_JOB_KEY', 'job')
+        self.formed = False
+        self.port = None
+        wanted = os.environ.get(GROUP_ENV, '') or 'auto'
+        if os.environ.get('SHMSTRESS_STANDIN_PROCESS_GROUP') == 'file' and wanted == 'auto':
+            wanted = 'emulated'  # the earlier name of the same switch
+        if role == 'cleanup' or self.world <= 1:
+            self.mode, self.reason = 'none', 'a single process: no process group needed'
+        elif wanted not in ('auto', 'gloo', 'emulated', 'none'):
+            self.mode, self.reason = 'none', f'{GROUP_ENV}={wanted!r} is not auto, gloo, emulated or none'
+            self.bad = True
+        elif wanted == 'none':
+            self.mode, self.reason = 'none', f'{GROUP_ENV}=none: ranks run without a process group'
+        elif wanted in ('auto', 'gloo') and self._torch() is not None:
+            self.mode = 'gloo'
+            self.reason = (f'torch.distributed gloo group per job, loopback TCPStore, timeout {self.timeout_ms} ms '
+                           f'(the acquire deadline)')
+        elif wanted in ('auto', 'emulated') and subject.emulated_group is not None:
+            self.mode = 'emulated'
+            self.reason = (f'torch not importable: the stand-in\'s emulated group (fails like gloo on a dead peer), '
+                           f'timeout {self.timeout_ms} ms')
+        else:
+            self.mode = 'none'
+            self.reason = (f'{GROUP_ENV}={wanted}: neither torch.distributed nor an emulated group is available; '
+                           f'ranks run without a process group')
+        self.bad = getattr(self, 'bad', False)
+
+    @staticmethod
+    def _torch():
+        try:
+            import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        except Exception:  # pylint: disable=broad-except
+            return None
+        return dist if dist.is_available() else None
+
+    def form(self) -> None:
+        """Form the group (blocks until every rank joined); raises GroupError."""
+        if self.formed or self.mode == 'none':
+            self.formed = True
+            return
+        where = trial_dir()
+        if not where or not os.path.isdir(where):
+            raise GroupError('io', f'no trial directory to meet in (SHMSTRESS_EVENTS={os.environ.get("SHMSTRESS_EVENTS")!r})')
+        if self.mode == 'emulated':
+            try:
+                self.subject.emulated_group(where, self.job_key, self.rank, self.world, self.timeout_ms / 1000.0)
+            except RuntimeError as exc:
+                raise _rendezvous_error('emulated process group', exc) from exc
+        else:
+            self._form_gloo(where)
+        self.formed = True
+
+    def _form_gloo(self, where: str) -> None:
+        import datetime  # pylint: disable=import-outside-toplevel
+        dist = self._torch()
+        os.environ.setdefault('GLOO_SOCKET_IFNAME', 'lo')  # gloo's own pair sockets stay on loopback
+        timeout = datetime.timedelta(milliseconds=self.timeout_ms)
+        deadline = time.monotonic() + self.timeout_ms / 1000.0
+        port_file = os.path.join(where, f'pg.{self.job_key}.port')
+        key = f'{where}/{self.job_key}'
+        if self.rank == 0:
+            store = None
+            tried = []
+            for attempt in range(PORT_ATTEMPTS):
+                port = candidate_port(key, attempt)
+                try:
+                    store = dist.TCPStore('127.0.0.1', port, self.world, True, timeout, wait_for_workers=False)
+                except RuntimeError as exc:
+                    if 'Address already in use' in str(exc) or 'errno: 98' in str(exc):
+                        tried.append(port)
+                        continue
+                    raise _rendezvous_error(f'TCPStore on 127.0.0.1:{port}', exc) from exc
+                break
+            if store is None:
+                raise GroupError('exhausted', f'no free loopback port for the job\'s TCPStore: {tried} all in use')
+            self.port = port
+            try:
+                _publish(port_file, str(port))
+            except OSError as exc:
+                raise GroupError('io', f'cannot publish the rendezvous port in {where}: {exc}') from exc
+        else:
+            port = None
+            while port is None:
+                try:
+                    with open(port_file, encoding='ascii') as f:
+                        port = int(f.read())
+                except (OSError, ValueError):
+                    if time.monotonic() >= deadline:
+                        raise GroupError('timeout', f'rank 0 did not publish the job\'s rendezvous port within '
+                                                    f'{self.timeout_ms} ms (dead or not started)') from None
+                    time.sleep(0.005)
+            self.port = port
+            left = datetime.timedelta(seconds=max(deadline - time.monotonic(), 0.05))
+            try:
+                store = dist.TCPStore('127.0.0.1', port, self.world, False, left)
+            except RuntimeError as exc:
+                raise _rendezvous_error(f'TCPStore client of 127.0.0.1:{port}', exc) from exc
+        try:
+            dist.init_process_group('gloo', store=store, rank=self.rank, world_size=self.world, timeout=timeout)
+        except RuntimeError as exc:
+            raise _rendezvous_error(f'init_process_group (gloo, port {port})', exc) from exc
+
+    def barrier(self) -> None:
+        """The job's dist.barrier(), through the package's own helper."""
+        self.subject.dist_barrier()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,45 +528,103 @@ class Subject:
     def __init__(self) -> None:
         import streaming  # pylint: disable=import-outside-toplevel
         from streaming.base.shared.barrier import SharedBarrier  # pylint: disable=import-outside-toplevel
+        from streaming.base.shared.memory import SharedMemory  # pylint: disable=import-outside-toplevel
         from streaming.base.shared.prefix import get_shm_prefix  # pylint: disable=import-outside-toplevel
         from streaming.base.util import clean_stale_shared_memory  # pylint: disable=import-outside-toplevel
         from streaming.base.world import World  # pylint: disable=import-outside-toplevel
+        try:
+            from streaming.base import distributed  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            distributed = None
         self.module = streaming
         self.World = World
         self.get_shm_prefix = get_shm_prefix
         self.SharedBarrier = SharedBarrier
+        self.SharedMemory = SharedMemory
         self.clean_stale_shared_memory = clean_stale_shared_memory
+        self.distributed = distributed
         self.standin = bool(getattr(streaming, '__shmstress_standin__', False))
+        # Stand-in only: its process group for machines without torch.
+        self.emulated_group = getattr(distributed, 'init_emulated_group', None) if self.standin else None
         # The real package uses fixed names; the stand-in prefixes $SHMSTRESS_ROOT.
         root_env = getattr(streaming, 'SHMSTRESS_NAME_ROOT_ENV', None) if self.standin else None
         self.root = os.environ.get(root_env, '') if root_env else ''
         self.version = str(getattr(streaming, '__version__', 'unknown'))
         self.path = os.path.dirname(os.path.abspath(getattr(streaming, '__file__', '') or ''))
 
-
-def run_clean(w: Worker, subject: Subject) -> bool:
-    op = Op(w, 'clean')
-    with UnlinkRecorder() as rec:
+    def dist_barrier(self) -> None:
+        if self.distributed is not None and hasattr(self.distributed, 'barrier'):
+            self.distributed.barrier()
+            return
         try:
-            subject.clean_stale_shared_memory()
-        except Exception as exc:  # pylint: disable=broad-except
-            failed = exc
-        else:
-            failed = None
-    if failed is not None:
-        extra = {'value': {'removed': rec.removed, 'kept': [], 'skipped': []}} if rec.removed else {}
-        op.fail(failed, **extra)
-        return False
-    op.ok({'removed': rec.removed, 'kept': [], 'skipped': []})
-    return True
+            import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+        except Exception:  # pylint: disable=broad-except
+            return
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
 
 
-def close_handle(shm) -> None:
-    """Close our handle on the locals segment; Streaming has no release and unlinks nothing here."""
-    if hasattr(shm, 'close'):
-        shm.close()
-    elif hasattr(getattr(shm, 'shm', None), 'close'):
-        shm.shm.close()
+class Rank:
+    """One worker's run: its identity, its group, and the segments it created (for witnesses)."""
+
+    def __init__(self, w: Worker, subject: Subject, group: Group) -> None:
+        self.w = w
+        self.subject = subject
+        self.group = group
+        self.created = []  # (name, dev, ino) of ok segment ops, in order
+        self.handles = []  # kept alive: the package's exit handlers own them
+
+    def begin(self, name: str, args: dict = None):
+        """invoke `name`; the first op also forms the job's process group and fails if it cannot."""
+        op = Op(self.w, name, args)
+        if not self.group.formed:
+            try:
+                self.group.form()
+            except GroupError as exc:
+                op.fail(exc)
+                return None
+        return op
+
+    def clean(self) -> bool:
+        op = self.begin('clean')
+        if op is None:
+            return False
+        with UnlinkRecorder() as rec:
+            try:
+                self.subject.clean_stale_shared_memory()
+            except Exception as exc:  # pylint: disable=broad-except
+                failed = exc
+            else:
+                failed = None
+        if failed is not None:
+            extra = {'value': {'removed': rec.removed, 'kept': [], 'skipped': []}} if rec.removed else {}
+            op.fail(failed, **extra)
+            return False
+        op.ok({'removed': rec.removed, 'kept': [], 'skipped': []})
+        return True
+
+    def witness(self, when: str) -> None:
+        """What stat(2) shows now for every segment this rank created (docs/worker-protocol.md)."""
+        if not self.created:
+            return
+        op = Op(self.w, 'witness', {'when': when})
+        seen = []
+        for name, _, _ in self.created:
+            try:
+                st = os.stat(os.path.join(SHM_DIR, name.lstrip('/')))
+            except FileNotFoundError:
+                seen.append({'name': name, 'missing': True})
+            except OSError as exc:
+                seen.append({'name': name, 'error': f'{errno.errorcode.get(exc.errno, "E?")}: {exc.strerror}'})
+            else:
+                seen.append({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
+        op.ok({'segments': seen})
+
+
+def run_cleanup_role(w: Worker, subject: Subject, group: Group) -> int:
+    # The trial's cleanup step is one process, whatever the launcher's variables say.
+    os.environ['WORLD_SIZE'], os.environ['RANK'], os.environ['LOCAL_RANK'] = '1', '0', '0'
+    return EXIT_OK if Rank(w, subject, group).clean() else EXIT_FAILED
 
 
 def run(argv) -> int:
@@ -385,16 +670,16 @@ def run(argv) -> int:
                reason='the real streaming package uses fixed shm names and /dev/shm is not a private '
                       'shmstress mount (set SHMSTRESS_ALLOW_SHARED_SHM=1 to run anyway)')
         return EXIT_UNAVAILABLE
-    distributed, reason = 'none', DISTRIBUTED_REASON
-    if subject.standin and os.environ.get('SHMSTRESS_STANDIN_PROCESS_GROUP') == 'file':
-        distributed, reason = 'emulated', EMULATED_REASON
-    elif role != 'cleanup':
-        distributed, reason = init_process_group()
-    w.emit('subject', available=True, distributed=distributed, reason=reason, name='streaming',
-           version=subject.version, path=subject.path, standin=subject.standin, root=subject.root)
+    group = Group(subject, role)
+    if group.bad:
+        sys.stderr.write(f'adapter.py: bad environment: {group.reason}\n')
+        return EXIT_BAD_ENV
+    w.emit('subject', available=True, distributed=group.mode, reason=group.reason, name='streaming',
+           version=subject.version, path=subject.path, standin=subject.standin, root=subject.root,
+           variant=os.environ.get('SHMSTRESS_STANDIN_VARIANT', '') if subject.standin else '')
 
     if role == 'cleanup':
-        return EXIT_OK if run_clean(w, subject) else EXIT_FAILED
+        return run_cleanup_role(w, subject, group)
 
     rng = random.Random(env_int('SHMSTRESS_SEED', 1))
     sleep_range(rng, ops.get('start_jitter_ms'))
@@ -402,9 +687,10 @@ def run(argv) -> int:
     if late > 0:
         time.sleep(late / 1000.0)
 
+    me = Rank(w, subject, group)
     all_ok = True
     if ops.get('clean_before', False):
-        all_ok &= run_clean(w, subject)
+        all_ok &= me.clean()
 
     streams_local = [str(d.get('path', '')) if isinstance(d, dict) else str(d) for d in dirs]
     streams_remote = [REMOTE_SCHEME + str(d.get('path', '')) if isinstance(d, dict) and d.get('remote') else None
@@ -414,51 +700,66 @@ def run(argv) -> int:
     prefix = None
     shm = None
     if all_ok and ops.get('acquire', True):
-        op = Op(w, 'acquire', {'local_world_size': env_int('SHMSTRESS_LOCAL_WORLD_SIZE', 0)})
-        try:
-            world = subject.World.detect()
-            prefix, shm = subject.get_shm_prefix(streams_local, streams_remote, world)
-        except Exception as exc:  # pylint: disable=broad-except
-            op.fail(exc)
+        op = me.begin('acquire', {'local_world_size': env_int('SHMSTRESS_LOCAL_WORLD_SIZE', 0)})
+        if op is None:
             all_ok = False
-            prefix = None
         else:
-            op.ok({'prefix': prefix, 'present': list_present(root, prefix)})
-            w.emit('fds', count=count_fds())
+            try:
+                world = subject.World.detect()
+                prefix, shm = subject.get_shm_prefix(streams_local, streams_remote, world)
+            except Exception as exc:  # pylint: disable=broad-except
+                op.fail(exc)
+                all_ok = False
+                prefix = None
+            else:
+                op.ok({'prefix': prefix, 'present': list_present(root, prefix)})
+                w.emit('fds', count=count_fds())
 
     held = prefix is not None
     if held and world.is_local_leader:
+        # Job segments as StreamingDataset makes them: exclusive create through the package's
+        # SharedMemory (so CPython's resource tracker knows them), with the exit handler except for
+        # the epoch's shape/data, which _share_work creates without one.
         for kind in ops.get('segments', []) or []:
             name = f'/{root}{prefix:06}_{kind}'
             op = Op(w, 'segment', {'name': name})
             try:
-                fd = os.open(SHM_DIR + name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o600)
-                try:
-                    os.ftruncate(fd, 4096)
-                finally:
-                    os.close(fd)
+                seg = subject.SharedMemory(f'{prefix:06}_{kind}', True, 4096,
+                                           auto_cleanup=kind not in SEGMENTS_WITHOUT_EXIT_HANDLER)
+                st = os.fstat(seg.shm._fd)  # pylint: disable=protected-access
             except Exception as exc:  # pylint: disable=broad-except
                 op.fail(exc)
                 all_ok = False
             else:
-                op.ok({'name': name})
+                me.handles.append(seg)
+                me.created.append((name, st.st_dev, st.st_ino))
+                op.ok({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
 
     rounds = int(ops.get('rounds', 0) or 0)
     if held and all_ok and rounds > 0:
-        late = env_int('SHMSTRESS_ATTACH_DELAY_MS', 0)  # a late barrier joiner
-        if late > 0:
-            time.sleep(late / 1000.0)
         # Streaming counts the processes of a node itself; a scenario may override the count.
         num_procs = env_int('SHMSTRESS_BARRIER_PROCS', world.workers_per_node)
+        late = env_int('SHMSTRESS_ATTACH_DELAY_MS', 0)  # an injected late constructor
         barrier = None
-        op = Op(w, 'barrier_attach', {'num_procs': num_procs})
+        args = {'num_procs': num_procs}
+        if late > 0:
+            args['late_ms'] = late
+        op = Op(w, 'barrier_attach', args)
         try:
             lock_path = os.path.join(tempfile.gettempdir(), f'{root}{prefix:06}_barrier_filelock')
             barrier = subject.SharedBarrier(lock_path, f'{prefix:06}_barrier')
+            # StreamingDataset.__init__ ends with the job's dist.barrier(): nobody uses the
+            # barrier before every rank has constructed it.
+            group.barrier()
+            if late > 0:
+                # The injected fault: a second constructor with the same names, `late` ms after the
+                # job started using the barrier (its counters are reset under the others' feet).
+                time.sleep(late / 1000.0)
+                barrier = subject.SharedBarrier(lock_path, f'{prefix:06}_barrier')
         except Exception as exc:  # pylint: disable=broad-except
             op.fail(exc)
             all_ok = False
+            barrier = None
         else:
             op.ok()
         k = 0
@@ -476,54 +777,32 @@ def run(argv) -> int:
         if barrier is not None:
             Op(w, 'barrier_detach').ok()  # Streaming has nothing to detach
 
+    released = False
     if held:
         sleep_range(rng, ops.get('hold_ms'))
         if ops.get('release', True):
+            me.witness('release')
             op = Op(w, 'release', {'prefix': prefix})
             try:
-                close_handle(shm)
+                release_locals(shm)
             except Exception as exc:  # pylint: disable=broad-except
                 op.fail(exc)
                 all_ok = False
             else:
                 op.ok()
+                released = True
+    if held and not released:
+        me.witness('end')
     if ops.get('clean_after', False):
-        all_ok &= run_clean(w, subject)
+        all_ok &= me.clean()
     return EXIT_OK if all_ok else EXIT_FAILED
 
 
+def release_locals(shm) -> None:
+    """What StreamingDataset.__del__ does: mark our locals record released (length 0). The segment
+    itself goes when its creator's exit handler unlinks it."""
+    shm.buf[:4] = b'\0\0\0\0'
 
-def init_process_group():
-    """Initialises torch.distributed the way a launcher would, so the package's
-    dist.barrier() calls run as in a real multi-rank job: a gloo group per job
-    (one SHMSTRESS_JOB_KEY), rendezvous on a loopback TCP port derived from the
-    trial and job, bounded by the acquire deadline. World size 1, or no torch:
-    no group, and the reason says so. Returns (distributed, reason).
-
-    Untested on the machines shmstress is developed on: torch cannot be
-    installed there (no PyPI); the stand-in's emulated group covers the path.
-    """
-    world = env_int('SHMSTRESS_WORLD_SIZE', 1)
-    if world <= 1:
-        return 'none', 'world size 1: no process group needed'
-    try:
-        import datetime
-        import torch.distributed as dist  # pylint: disable=import-outside-toplevel
-    except Exception as exc:  # pylint: disable=broad-except
-        return 'none', f'torch.distributed not importable ({type(exc).__name__}); {DISTRIBUTED_REASON}'
-    if dist.is_initialized():
-        return 'gloo', 'torch.distributed already initialised by the environment'
-    # Every rank of a job derives the same port from the trial dir and job key;
-    # jobs and trials get different ones (loopback only).
-    key = os.path.dirname(os.environ.get('SHMSTRESS_EVENTS', '')) + '/' + os.environ.get('SHMSTRESS_JOB_KEY', 'job')
-    port = 20000 + (zlib.crc32(key.encode()) % 20000)
-    timeout = datetime.timedelta(milliseconds=env_int('SHMSTRESS_ACQUIRE_TIMEOUT_MS', 30000))
-    try:
-        dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=env_int('SHMSTRESS_RANK', 0),
-                                world_size=world, timeout=timeout)
-    except Exception as exc:  # pylint: disable=broad-except
-        return 'none', f'gloo process group on 127.0.0.1:{port} failed ({type(exc).__name__}: {exc})'
-    return 'gloo', f'gloo process group per job on 127.0.0.1:{port}'
 
 def main() -> int:
     try:

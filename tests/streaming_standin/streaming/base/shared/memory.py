@@ -1,32 +1,33 @@
 """POSIX shared memory by name (stand-in for ``streaming.base.shared.memory``).
 
-Behaves like the original's wrapper around Python's ``multiprocessing.shared_memory``, minus the
-per-process resource tracker:
+Like the original, a thin layer over CPython's ``multiprocessing.shared_memory.SharedMemory``, so
+everything CPython does underneath happens here too:
 
-- create: exclusive create, mode 0600, size it, map it;
-- attach: open, map whatever size it has now (a segment that is not sized yet, or was left at
-  length 0, fails with ``ValueError: cannot mmap an empty file``);
-- create-or-attach (``create=None``): try to create; if it exists, sleep one tick and attach;
-- every handle registers an exit handler (``auto_cleanup``) that closes it and, for a segment this
-  process created, unlinks it *by name*. Kept flaws: that registration keeps every handle (two fds
-  each: the shm fd and the mapping's own duplicate) open until the process exits, and the exit
-  handler unlinks whatever now carries the name, even another job's segment.
+- create (``create=True``): ``shm_open(O_CREAT|O_EXCL, 0600)``, ``ftruncate``, ``mmap``; the name is
+  registered with CPython's per-process **resource tracker**, a child process started on first use.
+  If the creating process dies without unlinking (SIGKILL of the process alone), the tracker, which
+  outlives it, unlinks every name still registered and warns about "leaked shared_memory objects".
+  Only a kill of the whole process tree (tracker included) really leaks the segment.
+- attach (``create=False``): opens and maps whatever size the segment has now; a segment of length
+  0 (not sized yet, or left so) fails ``ValueError: cannot mmap an empty file``. Attaches are kept
+  out of the tracker, as the original does.
+- create-or-attach (``create=None``): create; if it exists, sleep one tick and attach.
+- every handle keeps its fd and the mapping's own duplicate open; with ``auto_cleanup`` an exit
+  handler holds the handle until exit (the walk's fd leak), then closes it and, for a segment this
+  process created, unlinks it *by name* (even if the name now belongs to another job).
 
 Stand-in only: the name gets ``$SHMSTRESS_ROOT`` in front (read at open time) when it is set.
 """
 
 import atexit
-import mmap
+import contextlib
 import os
+from multiprocessing import resource_tracker
+from multiprocessing.shared_memory import SharedMemory as _CPythonSharedMemory
 from time import sleep
 from typing import Optional
 
 from streaming.base.constant import TICK
-
-try:
-    import _posixshmem
-except ImportError:  # pragma: no cover - Linux CPython always has it
-    _posixshmem = None
 
 SHM_DIR = '/dev/shm'
 
@@ -41,17 +42,20 @@ def shm_path(name: str) -> str:
     return '/' + name_root() + name
 
 
-def _shm_open(path: str, flags: int, mode: int = 0o600) -> int:
-    if _posixshmem is not None:
-        return _posixshmem.shm_open(path, flags, mode=mode)
-    return os.open(SHM_DIR + path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+@contextlib.contextmanager
+def _untracked():
+    """Keep an attach out of the resource tracker: the creator is the one responsible for it."""
+    original = resource_tracker.register
 
+    def register(name, rtype):
+        if rtype != 'shared_memory':
+            original(name, rtype)
 
-def _shm_unlink(path: str) -> None:
-    if _posixshmem is not None:
-        _posixshmem.shm_unlink(path)
-    else:
-        os.unlink(SHM_DIR + path)
+    resource_tracker.register = register
+    try:
+        yield
+    finally:
+        resource_tracker.register = original
 
 
 class SharedMemory:
@@ -69,69 +73,44 @@ class SharedMemory:
         self.name = name
         self.path = shm_path(name)
         self.created = False
-        self._fd = -1
-        self._mmap = None
-        self._buf = None
+        full = name_root() + name
         if create is True:
-            self._open(True, size)
+            self.shm = _CPythonSharedMemory(full, True, size)
+            self.created = True
         elif create is False:
-            self._open(False, 0)
+            with _untracked():
+                self.shm = _CPythonSharedMemory(full, False, size)
         else:
             try:
-                self._open(True, size)
+                self.shm = _CPythonSharedMemory(full, True, size)
+                self.created = True
             except FileExistsError:
                 sleep(TICK)
-                self._open(False, 0)
+                with _untracked():
+                    self.shm = _CPythonSharedMemory(full, False, size)
         if auto_cleanup:
             atexit.register(self.cleanup)  # holds this handle (and its fds) until exit
-
-    def _open(self, create: bool, size: int) -> None:
-        if create and size <= 0:
-            raise ValueError("'size' must be a positive number different from zero")
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = _shm_open(self.path, flags, 0o600)
-        try:
-            if create:
-                self.created = True
-                os.ftruncate(fd, size)
-            size = os.fstat(fd).st_size
-            self._mmap = mmap.mmap(fd, size)  # size 0: ValueError('cannot mmap an empty file')
-        except OSError:
-            os.close(fd)
-            if create:
-                self.created = False
-                _shm_unlink(self.path)
-            raise
-        except ValueError:
-            os.close(fd)
-            raise
-        self._fd = fd
-        self._buf = memoryview(self._mmap)
 
     @property
     def buf(self) -> memoryview:
         """The mapped bytes."""
-        return self._buf
+        return self.shm.buf
 
     @property
     def size(self) -> int:
-        return len(self._mmap) if self._mmap is not None else 0
+        return self.shm.size
+
+    def fileno(self) -> int:
+        """The fd this handle holds (stand-in only: the adapter fstat()s it)."""
+        return self.shm._fd  # pylint: disable=protected-access
 
     def close(self) -> None:
         """Unmap and close our fds; the segment stays."""
-        if self._buf is not None:
-            self._buf.release()
-            self._buf = None
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.shm.close()
 
     def unlink(self) -> None:
-        """Remove the name (whoever's segment carries it now)."""
-        _shm_unlink(self.path)
+        """Remove the name (whoever's segment carries it now); the tracker forgets it."""
+        self.shm.unlink()
 
     def cleanup(self) -> None:
         """Exit handler: close; unlink by name if this process created the segment."""

@@ -13,17 +13,26 @@ record. Kept flaws, on purpose:
 - the walk stops at the first gap, missing a live job above it;
 - every handle attached during the walk stays open until the process exits (fd leak);
 - a zero-length ``locals`` makes every walk fail ("cannot mmap an empty file");
-- without an initialised torch.distributed there is no cross-rank barrier at all (the stand-in
-  can emulate one, opt-in: see ``_emulated_process_group_barrier``).
+- every rank walks *before* the first group barrier, so a non-leader can walk while another job
+  registers and end on another prefix than its leader; without a process group (neither torch's
+  nor the stand-in's emulated one, ``streaming.base.distributed``) there is no cross-rank ordering
+  at all.
+
+Upstream's fixes for the non-leader's check, switchable with ``$SHMSTRESS_STANDIN_VARIANT``:
+``pr966`` (merged: retry the attach while ``{p:06}_locals`` is missing, ``retry`` times one tick
+apart) and ``pr985`` (open: retry attach *and* unpack/compare with ``util.retry``'s exponential
+TICK backoff, then say "not registered" or "does not match"). Unset: the v0.14 code.
 """
 
 import os
+import random
 import struct
 from collections import Counter
 from tempfile import gettempdir
 from time import sleep
 from typing import List, Optional, Sequence, Tuple
 
+from streaming.base import distributed
 from streaming.base.constant import BARRIER_FILELOCK, CACHE_FILELOCK, LOCALS, SHM_TO_CLEAN, TICK
 from streaming.base.shared.memory import SharedMemory, name_root
 from streaming.base.world import World
@@ -107,47 +116,73 @@ def _walk_retrying(streams_local: Sequence[str], streams_remote: Sequence[Option
 
 
 def _dist_barrier() -> None:
-    """``torch.distributed.barrier()`` if a process group is initialised; nothing otherwise."""
+    """The job's ``dist.barrier()``: torch's process group, the stand-in's emulated one, or nothing."""
+    distributed.barrier()
+
+
+VARIANT_ENV = 'SHMSTRESS_STANDIN_VARIANT'
+PR985_ATTEMPTS = 8  # assumed: the PR names util.retry with TICK backoff but no attempt count here
+
+
+class _SharedMemoryNotReady(Exception):
+    """pr985: the record is there but not (yet) readable or not (yet) ours."""
+
+
+def _not_registered(prefix_int: int) -> RuntimeError:
+    return RuntimeError(f'Internal error: shared memory prefix={prefix_int} was not registered by local leader. '
+                        f'This may be because you specified different ``local`` parameters from different ranks.')
+
+
+def _mismatch(prefix_int: int, streams_local, their_locals, their_prefix) -> RuntimeError:
+    return RuntimeError(f'Internal error: shared memory registered does not match local leader as streams_local '
+                        f'or prefix_int not match. local leader: {their_locals} and {their_prefix}. expected: '
+                        f'{list(streams_local)} and {prefix_int}.')
+
+
+def _attach_once(name: str, prefix_int: int) -> SharedMemory:
     try:
-        from torch import distributed as dist  # pylint: disable=import-outside-toplevel
-    except Exception:  # pylint: disable=broad-except
-        dist = None
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        return
-    _emulated_process_group_barrier()
+        return SharedMemory(name, False)
+    except FileNotFoundError as err:
+        raise _not_registered(prefix_int) from err
 
 
-_pg_calls = 0
+def _attach_retrying_pr966(name: str, prefix_int: int, retry: int) -> SharedMemory:
+    """Upstream PR #966 (merged): a non-leader retries the attach while the name is missing."""
+    for _ in range(retry):
+        try:
+            return SharedMemory(name, False)
+        except FileNotFoundError:
+            sleep(TICK)
+    return _attach_once(name, prefix_int)
 
 
-def _emulated_process_group_barrier() -> None:
-    """Stand-in only, opt-in: what ``dist.barrier()`` does in a job with a process group.
+def _check_record(shm: SharedMemory, streams_local, prefix_int: int) -> None:
+    their_locals, their_prefix = _unpack_locals(bytes(shm.buf))
+    if list(streams_local) != their_locals or prefix_int != their_prefix:
+        raise _mismatch(prefix_int, streams_local, their_locals, their_prefix)
 
-    Off unless ``$SHMSTRESS_STANDIN_PROCESS_GROUP=file``, so by default the stand-in behaves like
-    the original without torch.distributed (no cross-rank ordering at all). When on, the ``WORLD_SIZE``
-    ranks of the job ``$SHMSTRESS_JOB_KEY`` meet on marker files ``<dir>/<root>pg.<job>.<n>.<rank>``
-    (n counts this process's calls), where <dir> is the directory of ``$SHMSTRESS_EVENTS`` (the
-    harness's trial directory: the markers are scaffolding, not Streaming's own leftovers) if it is
-    writable, else $TMPDIR. Like a process group without a timeout, a rank that never arrives leaves
-    the others waiting.
-    """
-    global _pg_calls  # pylint: disable=global-statement
-    if os.environ.get('SHMSTRESS_STANDIN_PROCESS_GROUP') != 'file':
-        return
-    world_size = int(os.environ.get('WORLD_SIZE') or 1)
-    if world_size <= 1:
-        return
-    rank = int(os.environ.get('RANK') or 0)
-    _pg_calls += 1
-    where = os.path.dirname(os.environ.get('SHMSTRESS_EVENTS', ''))
-    if not where or not os.access(where, os.W_OK):
-        where = gettempdir()
-    stem = os.path.join(where, f"{name_root()}pg.{os.environ.get('SHMSTRESS_JOB_KEY', 'job')}.{_pg_calls}.")
-    with open(stem + str(rank), 'a', encoding='utf-8'):
-        pass
-    while not all(os.path.exists(stem + str(r)) for r in range(world_size)):
-        sleep(TICK)
+
+def _attach_and_validate_pr985(name: str, streams_local, prefix_int: int) -> SharedMemory:
+    """Upstream PR #985 (open): retry attach *and* unpack/compare until they succeed, with
+    ``util.retry``'s backoff (TICK * 2**i + up to TICK jitter); when that runs out, one last probe
+    says "not registered" or "does not match"."""
+    for i in range(PR985_ATTEMPTS):
+        try:
+            shm = SharedMemory(name, False)
+        except FileNotFoundError:
+            pass
+        else:
+            try:
+                their_locals, their_prefix = _unpack_locals(bytes(shm.buf))
+                if list(streams_local) == their_locals and prefix_int == their_prefix:
+                    return shm
+            except ValueError:
+                pass
+        if i + 1 < PR985_ATTEMPTS:
+            sleep(TICK * 2**i + random.random() * TICK)
+    shm = _attach_once(name, prefix_int)
+    _check_record(shm, streams_local, prefix_int)
+    return shm
 
 
 def get_shm_prefix(streams_local: List[str],
@@ -177,15 +212,13 @@ def get_shm_prefix(streams_local: List[str],
 
     _dist_barrier()
     if not world.is_local_leader:
-        try:
-            shm = SharedMemory(name, False)
-        except FileNotFoundError as err:
-            raise RuntimeError(f'Internal error: shared memory prefix={prefix_int} was not registered by local '
-                               f'leader. This may be because you specified different ``local`` parameters '
-                               f'from different ranks.') from err
-        their_locals, their_prefix = _unpack_locals(bytes(shm.buf))
-        if list(streams_local) != their_locals or prefix_int != their_prefix:
-            raise RuntimeError(f'Internal error: shared memory registered does not match local leader as '
-                               f'streams_local or prefix_int not match. local leader: {their_locals} and '
-                               f'{their_prefix}. expected: {list(streams_local)} and {prefix_int}.')
+        variant = os.environ.get(VARIANT_ENV, '')
+        if variant == 'pr985':
+            shm = _attach_and_validate_pr985(name, streams_local, prefix_int)
+        else:
+            if variant == 'pr966':
+                shm = _attach_retrying_pr966(name, prefix_int, retry)
+            else:
+                shm = _attach_once(name, prefix_int)
+            _check_record(shm, streams_local, prefix_int)
     return prefix_int, shm
