@@ -401,9 +401,10 @@ class Group:
       for machines without torch: its barrier fails as gloo's does when a peer is gone.
     - ``none``: world size 1, or neither is available (documented limit).
 
-    Forming it can fail (a peer dead before it joined, or never arriving within the deadline):
-    that fails the rank's first operation with ``broken``/``timeout``, as a launched rank would
-    die in ``init_process_group`` — never a silent run without a group.
+    Every rank forms it when it starts, before its start jitter. Forming it can fail (a peer dead
+    before it joined, or never arriving within the deadline): that fails the rank's first operation
+    with ``broken``/``timeout``, as a launched rank would die in ``init_process_group`` — never a
+    silent run without a group.
     """
 
     def __init__(self, subject, role: str) -> None:
@@ -413,6 +414,7 @@ class Group:
         self.timeout_ms = max(env_int('SHMSTRESS_ACQUIRE_TIMEOUT_MS', 30000), 1)
         self.job_key = os.environ.get('SHMSTRESS_JOB_KEY', 'job')
         self.formed = False
+        self.error = None
         self.port = None
         wanted = os.environ.get(GROUP_ENV, '') or 'auto'
         if os.environ.get('SHMSTRESS_STANDIN_PROCESS_GROUP') == 'file' and wanted == 'auto':
@@ -445,6 +447,13 @@ class Group:
         except Exception:  # pylint: disable=broad-except
             return None
         return dist if dist.is_available() else None
+
+    def form_or_record(self) -> None:
+        """Form the group; a failure is kept for the rank's first operation to report."""
+        try:
+            self.form()
+        except GroupError as exc:
+            self.error = exc
 
     def form(self) -> None:
         """Form the group (blocks until every rank joined); raises GroupError."""
@@ -575,14 +584,12 @@ class Rank:
         self.handles = []  # kept alive: the package's exit handlers own them
 
     def begin(self, name: str, args: dict = None):
-        """invoke `name`; the first op also forms the job's process group and fails if it cannot."""
+        """invoke `name`; if the job's process group could not be formed, the rank's first op fails
+        with that error (and nothing runs): a launched rank dies in init_process_group."""
         op = Op(self.w, name, args)
-        if not self.group.formed:
-            try:
-                self.group.form()
-            except GroupError as exc:
-                op.fail(exc)
-                return None
+        if self.group.error is not None:
+            op.fail(self.group.error)
+            return None
         return op
 
     def clean(self) -> bool:
@@ -681,6 +688,9 @@ def run(argv) -> int:
     if role == 'cleanup':
         return run_cleanup_role(w, subject, group)
 
+    # A launcher's rank forms the job's process group first thing; what the script does before it
+    # builds its dataset (reading the index, ...) takes each rank its own time: the start jitter.
+    group.form_or_record()
     rng = random.Random(env_int('SHMSTRESS_SEED', 1))
     sleep_range(rng, ops.get('start_jitter_ms'))
     late = env_int('SHMSTRESS_START_DELAY_MS', 0)  # a late joiner

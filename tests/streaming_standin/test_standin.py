@@ -11,7 +11,10 @@ created; the module checks at the end that nothing with its roots is left in /de
 
 import json
 import os
+import importlib.util
 import shutil
+import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -19,6 +22,7 @@ import tempfile
 import threading
 import time
 import unittest
+from multiprocessing import resource_tracker
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,9 +41,20 @@ from streaming.base.shared.prefix import _pack_locals, get_shm_prefix
 from streaming.base.util import clean_stale_shared_memory
 from streaming.base.world import World
 
+from multiprocessing.shared_memory import SharedMemory as SharedMemoryCPython  # noqa: E402
+
 ROOT_BASE = f'sstest.{os.getpid()}.'
+HAVE_TORCH = subprocess.run([PYTHON, '-c', 'import torch.distributed'], capture_output=True, check=False).returncode == 0
+
+
+def load_adapter():
+    spec = importlib.util.spec_from_file_location('shmstress_adapter', ADAPTER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 SHM = '/dev/shm'
-ENV_KEYS = ('SHMSTRESS_ROOT', 'RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'TMPDIR', 'SHMSTRESS_STANDIN_PROCESS_GROUP')
+ENV_KEYS = ('SHMSTRESS_ROOT', 'RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'LOCAL_RANK', 'TMPDIR',
+            'SHMSTRESS_STANDIN_PROCESS_GROUP', 'SHMSTRESS_PROCESS_GROUP', 'SHMSTRESS_STANDIN_VARIANT')
 
 
 def shm_names(root):
@@ -70,10 +85,16 @@ class Case(unittest.TestCase):
         os.environ['SHMSTRESS_ROOT'] = self.root
         self._tempdir = tempfile.tempdir
         tempfile.tempdir = self.tmp  # the stand-in's gettempdir(): lock files go here
+        # In-process tests look at the kept flaws, not at CPython's resource tracker (tested in a
+        # subprocess below): keep this process's segments out of it, so tearDown's removals stay quiet.
+        self._tracker = (resource_tracker.register, resource_tracker.unregister)
+        resource_tracker.register = lambda name, rtype: None if rtype == 'shared_memory' else self._tracker[0](name, rtype)
+        resource_tracker.unregister = lambda name, rtype: None if rtype == 'shared_memory' else self._tracker[1](name, rtype)
 
     def tearDown(self):
         for n in shm_names(self.root):
             os.unlink(os.path.join(SHM, n))
+        resource_tracker.register, resource_tracker.unregister = self._tracker
         tempfile.tempdir = self._tempdir
         for k, v in self._env.items():
             if v is None:
@@ -82,15 +103,17 @@ class Case(unittest.TestCase):
                 os.environ[k] = v
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    # What a killed job leaves behind.
+    # What a killed job leaves behind (written directly: no resource tracker knows it).
     def leak_locals(self, p, dirs):
-        record = _pack_locals(dirs, p)
-        shm = SharedMemory(f'{p:06}_locals', True, len(record), auto_cleanup=False)
-        shm.buf[:len(record)] = record
-        shm.close()
+        self.leak(p, 'locals', content=_pack_locals(dirs, p))
 
-    def leak(self, p, kind, size=64):
-        SharedMemory(f'{p:06}_{kind}', True, size, auto_cleanup=False).close()
+    def leak(self, p, kind, size=64, content=b''):
+        fd = os.open(os.path.join(SHM, f'{self.root}{p:06}_{kind}'), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.write(fd, content)
+            os.ftruncate(fd, max(size, len(content)))
+        finally:
+            os.close(fd)
 
     def lock_file(self, p, kind='barrier_filelock'):
         with open(os.path.join(self.tmp, f'{self.root}{p:06}_{kind}'), 'w', encoding='utf-8'):
@@ -438,14 +461,17 @@ class AdapterTest(Case):
         done = self.check_pairs(events)
         self.assertEqual([(op, kind) for op, kind, _, _ in done],
                          [('acquire', 'ok'), ('segment', 'ok'), ('barrier_attach', 'ok'), ('barrier', 'ok'),
-                          ('barrier', 'ok'), ('barrier_detach', 'ok'), ('release', 'ok'), ('clean', 'ok')])
+                          ('barrier', 'ok'), ('barrier_detach', 'ok'), ('witness', 'ok'), ('release', 'ok'),
+                          ('clean', 'ok')])
         acquire = done[0][2]
         self.assertEqual(acquire, {'prefix': 0, 'present': [f'/{self.root}000000_locals']})
-        self.assertEqual(done[1][2], {'name': f'/{self.root}000000_shard_states'})
+        self.assertEqual(done[1][2]['name'], f'/{self.root}000000_shard_states')
         self.assertEqual([d[2] for d in done[3:5]], [{'round': 0}, {'round': 1}])
         invokes = [e for e in events if e['type'] == 'invoke']
         self.assertEqual([e['args'] for e in invokes if e['op'] == 'barrier'], [{'round': 0}, {'round': 1}])
-        self.assertEqual(sorted(done[7][2]['removed']),
+        witness = done[6][2]['segments']
+        self.assertEqual([(x['name'], x['ino']) for x in witness], [(done[1][2]['name'], done[1][2]['ino'])])
+        self.assertEqual(sorted(done[8][2]['removed']),
                          sorted(f'/{self.root}000000_{k}' for k in ('locals', 'barrier', 'shard_states')))
         fds = [e for e in events if e['type'] == 'fds']
         self.assertEqual(len(fds), 1)
@@ -454,20 +480,81 @@ class AdapterTest(Case):
         self.assertEqual(events[ok_acquire + 1]['type'], 'fds')
         self.assertEqual(shm_names(self.root), [])
 
-    def test_two_ranks_with_the_emulated_process_group(self):
-        # The fixed pause before each round lets both ranks construct the barrier before either
-        # enters: a constructor running after a peer entered would reset the round (kept flaw).
-        ops = {'acquire': True, 'rounds': 3, 'round_jitter_ms': [150, 150], 'release': True}
+    def two_rank_job(self, ops, group, rank_dirs=None, **extra):
         procs = [self.start(self.env(rank=r, world_size=2, local_world_size=2, ops=ops,
-                                     SHMSTRESS_STANDIN_PROCESS_GROUP='file')) for r in range(2)]
-        for p in procs:
-            rc, err = self.finish(p)
+                                     dirs=(rank_dirs or {}).get(r), SHMSTRESS_PROCESS_GROUP=group, **extra))
+                 for r in range(2)]
+        return [self.finish(p) for p in procs]
+
+    def check_two_ranks_pass_in_streaming_order(self, group):
+        # No pause anywhere: the barrier is constructed, then the job's dist.barrier(), then used, as
+        # StreamingDataset does; an adapter that skipped the dist.barrier() hung here by itself.
+        ops = {'acquire': True, 'rounds': 3, 'release': True}
+        for rc, err in self.two_rank_job(ops, group):
             self.assertEqual(rc, 0, err)
         events = self.events()
-        self.assertEqual({e['distributed'] for e in events if e['type'] == 'subject'}, {'emulated'})
+        self.assertEqual({e['distributed'] for e in events if e['type'] == 'subject'}, {group})
         done = self.check_pairs(events)
         self.assertEqual({v['prefix'] for op, _, v, _ in done if op == 'acquire'}, {0})
         self.assertEqual(sum(1 for op, kind, _, _ in done if op == 'barrier' and kind == 'ok'), 6)
+
+    def test_two_ranks_with_the_emulated_process_group(self):
+        self.check_two_ranks_pass_in_streaming_order('emulated')
+
+    def test_a_peer_that_is_gone_breaks_the_emulated_group_barrier(self):
+        # Rank 1 fails at once (duplicate local dirs) and exits; rank 0's dist.barrier() inside
+        # get_shm_prefix then fails like gloo's: "Connection closed by peer", code broken.
+        dup = [{'path': '/d', 'remote': True}, {'path': '/d', 'remote': True}]
+        (rc0, err0), (rc1, err1) = self.two_rank_job({'acquire': True}, 'emulated', rank_dirs={1: dup})
+        self.assertEqual((rc0, rc1), (1, 1), err0 + err1)
+        done = self.check_pairs(self.events())
+        self.assertEqual(sorted(e['code'] for _, kind, _, e in done if kind == 'fail'), ['broken', 'in-use'])
+
+    def test_a_rank_that_never_joins_fails_the_group_with_timeout(self):
+        env = self.env(rank=0, world_size=2, local_world_size=2, ops={'acquire': True},
+                       SHMSTRESS_PROCESS_GROUP='emulated', SHMSTRESS_ACQUIRE_TIMEOUT_MS='300')
+        rc, err = self.finish(self.start(env))
+        self.assertEqual(rc, 1, err)
+        done = self.check_pairs(self.events())
+        self.assertEqual([(op, kind, e['code']) for op, kind, _, e in done], [('acquire', 'fail', 'timeout')])
+
+    @unittest.skipUnless(HAVE_TORCH, 'torch.distributed not importable (scripts/setup installs python3-torch)')
+    def test_two_ranks_with_a_real_gloo_group(self):
+        self.check_two_ranks_pass_in_streaming_order('gloo')
+
+    @unittest.skipUnless(HAVE_TORCH, 'torch.distributed not importable (scripts/setup installs python3-torch)')
+    def test_a_taken_port_moves_the_store_and_peers_follow_the_published_one(self):
+        # Another trial (or anything) listens on the job's first candidate port: rank 0 must move on
+        # to the next candidate and rank 1 must find it through the trial directory, not by guessing.
+        adapter = load_adapter()
+        key = f'{self.tmp}/job0'
+        blocker = socket.socket()
+        blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            blocker.bind(('127.0.0.1', adapter.candidate_port(key, 0)))
+            blocker.listen()
+        except OSError:
+            blocker.close()
+            self.skipTest('the first candidate port is already taken here')
+        try:
+            for rc, err in self.two_rank_job({'acquire': True, 'rounds': 1}, 'gloo'):
+                self.assertEqual(rc, 0, err)
+        finally:
+            blocker.close()
+        with open(os.path.join(self.tmp, 'pg.job0.port'), encoding='ascii') as f:
+            port = int(f.read())
+        self.assertEqual(port, adapter.candidate_port(key, 1))
+        done = self.check_pairs(self.events())
+        self.assertEqual(sum(1 for op, kind, _, _ in done if op == 'barrier' and kind == 'ok'), 2)
+
+    def test_group_setup_failure_is_classified_not_silent(self):
+        env = self.env(rank=1, world_size=2, local_world_size=2, ops={'acquire': True},
+                       SHMSTRESS_PROCESS_GROUP='gloo' if HAVE_TORCH else 'emulated',
+                       SHMSTRESS_ACQUIRE_TIMEOUT_MS='300')
+        rc, err = self.finish(self.start(env))  # rank 0 never starts
+        self.assertEqual(rc, 1, err)
+        done = self.check_pairs(self.events())
+        self.assertEqual([(op, kind, e['code']) for op, kind, _, e in done], [('acquire', 'fail', 'timeout')])
 
     def test_a_failed_acquire_is_classified_and_exits_1(self):
         self.leak_locals(0, ['/data/0'])  # a killed job's registration for our dir
@@ -511,6 +598,142 @@ class AdapterTest(Case):
     def test_bad_environment_exits_2(self):
         rc, _ = self.finish(self.start(self.env(SHMSTRESS_OPS='{not json')))
         self.assertEqual(rc, 2)
+
+
+class TrackerTest(Case):
+    """CPython's resource tracker, a child of the process that created a segment, outlives it."""
+
+    SCRIPT = (
+        'import os, signal, sys\n'
+        'sys.path.insert(0, sys.argv[1])\n'
+        'from streaming.base.shared.memory import SharedMemory\n'
+        'shm = SharedMemory("000000_epoch_shape", True, 64, auto_cleanup=False)\n'
+        'if sys.argv[2] == "tree":\n'
+        '    os.killpg(0, signal.SIGKILL)  # the creator and its tracker at once: a whole-job kill\n'
+        'os.kill(os.getpid(), signal.SIGKILL)\n')
+
+    def run_and_kill(self, whole_tree):
+        env = dict(os.environ, SHMSTRESS_ROOT=self.root, PYTHONDONTWRITEBYTECODE='1')
+        proc = subprocess.Popen([PYTHON, '-c', self.SCRIPT, HERE, 'tree' if whole_tree else 'pid'], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        proc.communicate(timeout=30)
+        deadline = time.monotonic() + 5
+        while self.exists(0, 'epoch_shape') and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.exists(0, 'epoch_shape')
+
+    def test_killing_only_the_creator_lets_its_tracker_unlink_the_segment(self):
+        self.assertFalse(self.run_and_kill(whole_tree=False))
+
+    def test_killing_the_whole_tree_leaks_the_segment(self):
+        self.assertTrue(self.run_and_kill(whole_tree=True))
+
+
+class VariantTest(Case):
+    """Upstream's fixes of the non-leader's check, as switchable variants."""
+
+    def leader_registers_late(self, delay, dirs=('/mine',)):
+        def register():
+            time.sleep(delay)
+            self.leak_locals(0, list(dirs))
+        return threading.Thread(target=register, daemon=True)
+
+    def follower(self):
+        """A non-leader whose walk found prefix 0 free (before anyone registered it)."""
+        saved = prefix_mod._walk_retrying
+        prefix_mod._walk_retrying = lambda *a: 0
+        try:
+            return get_shm_prefix(['/mine'], ['s3://x'], world(1, 2, 2), retry=20)
+        finally:
+            prefix_mod._walk_retrying = saved
+
+    def test_v014_fails_when_the_leaders_record_comes_late(self):
+        t = self.leader_registers_late(0.05)
+        t.start()
+        with self.assertRaisesRegex(RuntimeError, 'not registered by local leader'):
+            self.follower()
+        t.join()
+
+    def test_pr966_waits_for_the_leaders_record(self):
+        os.environ['SHMSTRESS_STANDIN_VARIANT'] = 'pr966'
+        t = self.leader_registers_late(0.05)
+        t.start()
+        p, shm = self.follower()
+        t.join()
+        self.assertEqual(p, 0)
+        shm.close()
+
+    def test_pr966_still_fails_on_another_jobs_record(self):
+        os.environ['SHMSTRESS_STANDIN_VARIANT'] = 'pr966'
+        self.leak_locals(0, ['/other'])
+        with self.assertRaisesRegex(RuntimeError, 'registered does not match local leader'):
+            self.follower()
+
+    def test_pr985_waits_until_the_record_is_ours(self):
+        os.environ['SHMSTRESS_STANDIN_VARIANT'] = 'pr985'
+        self.leak(0, 'locals', size=64)  # there, but not written yet (length 0 record)
+
+        def write_later():
+            time.sleep(0.05)
+            record = _pack_locals(['/mine'], 0)
+            with open(os.path.join(SHM, f'{self.root}000000_locals'), 'r+b') as f:
+                f.write(record)
+
+        t = threading.Thread(target=write_later, daemon=True)
+        t.start()
+        p, shm = self.follower()
+        t.join()
+        self.assertEqual(p, 0)
+        shm.close()
+
+    def test_neither_retries_an_empty_segment(self):
+        # The leader is between shm_open and ftruncate: the name exists with length 0.
+        for variant in ('pr966', 'pr985'):
+            os.environ['SHMSTRESS_STANDIN_VARIANT'] = variant
+            os.close(os.open(os.path.join(SHM, f'{self.root}000000_locals'), os.O_CREAT | os.O_RDWR, 0o600))
+            with self.assertRaisesRegex(ValueError, 'cannot mmap an empty file'):
+                self.follower()
+            os.unlink(os.path.join(SHM, f'{self.root}000000_locals'))
+
+
+class ProbeTest(Case):
+
+    def test_cleanup_probes_every_kind_by_creating_it(self):
+        created = []
+        import _posixshmem  # pylint: disable=import-outside-toplevel
+        original = _posixshmem.shm_open
+
+        def shm_open(path, flags, *a, **kw):
+            fd = original(path, flags, *a, **kw)
+            if flags & os.O_CREAT:
+                created.append(path)
+            return fd
+
+        _posixshmem.shm_open = shm_open
+        try:
+            clean_stale_shared_memory()
+        finally:
+            _posixshmem.shm_open = original
+        self.assertEqual(created, [f'/{self.root}000000_{k}' for k in SHM_TO_CLEAN])
+        self.assertEqual(shm_names(self.root), [])
+
+    def test_cleanup_skips_a_segment_it_may_not_open_and_goes_on(self):
+        self.leak(0, 'locals')
+        self.leak(0, 'barrier')
+        real_open = SharedMemoryCPython.__init__
+
+        def guarded(obj, name=None, create=False, size=0):
+            if not create and name.endswith('000000_locals'):
+                raise PermissionError(13, 'Permission denied', name)
+            real_open(obj, name, create, size)
+
+        SharedMemoryCPython.__init__ = guarded
+        try:
+            clean_stale_shared_memory()
+        finally:
+            SharedMemoryCPython.__init__ = real_open
+        self.assertTrue(self.exists(0, 'locals'))
+        self.assertFalse(self.exists(0, 'barrier'))
 
 
 def tearDownModule():  # pylint: disable=invalid-name
