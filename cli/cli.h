@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/results.h"
+#include "harness/run.h"
 #include "harness/scenario.h"
 
 namespace cli {
@@ -63,9 +64,18 @@ std::map<std::string, std::string> reproduce_commands(const nlohmann::json& summ
 // in the run's summary.json (looked up by the trial dir as given).
 struct TrialRunFlags {
   std::optional<std::string> worker_bin;  // --worker-bin
+  std::optional<std::string> subject;     // schedule.json's "subject", else --subject
   bool no_mount_ns = false;               // --no-mount-ns
+  bool allow_shared_shm = false;          // --allow-shared-shm
 };
 TrialRunFlags trial_run_flags(const fs::path& trial_dir);
+// Makes *o run `spec` (native, a name under subjects/, exec:CMD) as `run
+// --subject spec` does: it wins over every scenario's own `subject`, and goes
+// into o's reproduce flags. False with *why for an unknown subject.
+bool use_subject(const std::string& spec, const std::vector<std::string>& search_from,
+                 harness::RunOptions* o, std::string* why);
+// One POSIX shell word (single-quoted when it needs to be).
+std::string shell_word(const std::string& s);
 
 // Writes timeline.{json,html} into one kept trial dir; false (after a warning
 // on stderr) if it cannot: its supervisor died before the history existed.

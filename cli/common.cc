@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "harness/run.h"
+#include "harness/subjects.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -91,9 +92,38 @@ TrialRunFlags trial_run_flags(const fs::path& trial_dir) {
   auto repro = reproduce_commands(find_run_summary(trial_dir));
   if (auto it = repro.find(trial_dir.string()); it != repro.end()) {
     f.worker_bin = reports::command_flag(it->second, "--worker-bin");
+    f.subject = reports::command_flag(it->second, "--subject");
     f.no_mount_ns = (" " + it->second + " ").find(" --no-mount-ns ") != std::string::npos;
+    f.allow_shared_shm = (" " + it->second + " ").find(" --allow-shared-shm ") != std::string::npos;
+  }
+  // The trial's own record wins: it is there for passing trials too, which
+  // have no reproduce command, and it names a scenario's own subject.
+  nlohmann::json sched =
+      nlohmann::json::parse(std::ifstream(trial_dir / "schedule.json"), nullptr, false);
+  if (sched.is_object() && sched.contains("subject") && sched["subject"].is_string() &&
+      !sched["subject"].get<std::string>().empty()) {
+    f.subject = sched["subject"].get<std::string>();
   }
   return f;
+}
+
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t\n'\"$\\`;&|<>()*?[]#~!{}") == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+bool use_subject(const std::string& spec, const std::vector<std::string>& search_from,
+                 harness::RunOptions* o, std::string* why) {
+  auto subj = harness::resolve_subject(spec, search_from, why);
+  if (!subj) return false;
+  o->subject = spec;
+  o->subject_explicit = true;
+  o->subject_command = subj->command;
+  o->subject_root = subj->shm_root;
+  o->reproduce_flags += " --subject " + shell_word(spec);
+  return true;
 }
 
 bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s) {

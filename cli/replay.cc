@@ -20,6 +20,7 @@ struct ReplayArgs {
   std::string dir;
   int times = 10;
   std::string worker_bin;
+  std::string subject;  // empty: the trial's own
   bool no_mount_ns = false;
   bool keep = false;
 };
@@ -78,6 +79,18 @@ int replay(const ReplayArgs& a, const char* argv0) {
     std::printf("worker: %s (from the run's reproduce command)\n", worker_bin.c_str());
   }
   no_mount_ns |= original.no_mount_ns;
+  // The subject the trial ran (an external one given with --subject is not in
+  // the scenario copy): without it a replay would test another subject.
+  const std::string subject = !a.subject.empty() ? a.subject : original.subject.value_or("");
+  if (!subject.empty()) {
+    harness::RunOptions probe;
+    std::string why;
+    if (!use_subject(subject, {s.file, dir.string()}, &probe, &why)) {
+      std::fprintf(stderr, "shmstress replay: subject: %s\n", why.c_str());
+      return 2;
+    }
+    std::printf("subject: %s%s\n", subject.c_str(), a.subject.empty() ? " (the trial's)" : "");
+  }
 
   std::printf("replay %s trial %d (run seed %llu), %d times; originally failed: %s\n",
               s.name.c_str(), trial, static_cast<unsigned long long>(run_seed), a.times,
@@ -96,8 +109,12 @@ int replay(const ReplayArgs& a, const char* argv0) {
     o.exe = worker_bin.empty() ? self_exe() : fs::absolute(worker_bin).string();
     o.allow_mount_ns = !no_mount_ns;
     o.invocation = argv0;
-    if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + worker_bin;
+    if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + shell_word(worker_bin);
     if (no_mount_ns) o.reproduce_flags += " --no-mount-ns";
+    std::string why;
+    if (!subject.empty()) (void)use_subject(subject, {s.file, dir.string()}, &o, &why);
+    o.allow_shared_shm = original.allow_shared_shm;
+    if (o.allow_shared_shm) o.reproduce_flags += " --allow-shared-shm";
     o.subscribers.push_back(reports::progress_line(stderr, tty, tty && !std::getenv("NO_COLOR")));
     harness::RunResult r = harness::run(scenarios, o);
     interrupted = r.interrupted;
@@ -134,6 +151,8 @@ Subcommand add_replay(CLI::App& app) {
   cmd->add_option("--worker-bin", a->worker_bin,
                   "native worker binary (default: the run's, else this one)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--subject", a->subject,
+                  "subject to replay against (default: the one the trial ran)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
   cmd->add_flag("--keep", a->keep, "keep the replays' trial dirs under <dir>/replays/");

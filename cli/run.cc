@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "cli/cli.h"
-#include "harness/subjects.h"
 #include "reports/live.h"  // --listen, --pushgateway
 #include "reports/reports.h"
 
@@ -49,22 +48,17 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   }
   ro.allow_mount_ns = !a.no_mount_ns;
   ro.allow_shared_shm = a.allow_shared_shm;
-  ro.subject_explicit = subject_given;
-  {
+  ro.exe = a.worker_bin.empty() ? self_exe() : fs::absolute(a.worker_bin).string();
+  ro.invocation = argv0;
+  if (!a.worker_bin.empty()) ro.reproduce_flags = " --worker-bin " + shell_word(a.worker_bin);
+  if (a.no_mount_ns) ro.reproduce_flags += " --no-mount-ns";
+  if (subject_given) {
     std::string why;
-    auto subj = harness::resolve_subject(ro.subject, ro.files, &why);
-    if (!subj) {
+    if (!use_subject(ro.subject, ro.files, &ro, &why)) {
       std::fprintf(stderr, "shmstress run: --subject: %s\n", why.c_str());
       return 2;
     }
-    ro.subject_command = subj->command;
-    ro.subject_root = subj->shm_root;
   }
-  ro.exe = a.worker_bin.empty() ? self_exe() : fs::absolute(a.worker_bin).string();
-  ro.invocation = argv0;
-  if (!a.worker_bin.empty()) ro.reproduce_flags = " --worker-bin " + a.worker_bin;
-  if (a.no_mount_ns) ro.reproduce_flags += " --no-mount-ns";
-  if (ro.subject != "native") ro.reproduce_flags += " --subject '" + ro.subject + "'";
   if (a.allow_shared_shm) ro.reproduce_flags += " --allow-shared-shm";
   std::vector<harness::Scenario> scenarios;
   std::string err;

@@ -14,6 +14,7 @@ namespace {
 
 struct ShrinkArgs {
   std::string dir, worker_bin;
+  std::string subject;  // empty: the trial's own
   bool no_mount_ns = false;
   harness::ShrinkOptions so;
 };
@@ -29,8 +30,19 @@ int shrink(ShrinkArgs a, const char* argv0) {
   so.run.allow_mount_ns = !a.no_mount_ns;
   so.run.invocation = argv0;
   so.run.parallel = 1;
-  if (!a.worker_bin.empty()) so.run.reproduce_flags = " --worker-bin " + a.worker_bin;
+  if (!a.worker_bin.empty()) so.run.reproduce_flags = " --worker-bin " + shell_word(a.worker_bin);
   if (a.no_mount_ns) so.run.reproduce_flags += " --no-mount-ns";
+  // Every candidate runs the subject the trial ran, not the scenario's own.
+  const std::string subject = !a.subject.empty() ? a.subject : original.subject.value_or("");
+  if (!subject.empty()) {
+    std::string why;
+    if (!use_subject(subject, {dir.string()}, &so.run, &why)) {
+      std::fprintf(stderr, "shmstress shrink: subject: %s\n", why.c_str());
+      return 2;
+    }
+  }
+  so.run.allow_shared_shm = original.allow_shared_shm;
+  if (so.run.allow_shared_shm) so.run.reproduce_flags += " --allow-shared-shm";
   std::printf("shrinking %s (%d retries per candidate, budget %d)...\n", dir.c_str(), so.retries,
               so.budget);
   std::fflush(stdout);
@@ -66,6 +78,8 @@ Subcommand add_shrink(CLI::App& app) {
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--worker-bin", a->worker_bin,
                   "native worker binary (default: the run's, else this one)");
+  cmd->add_option("--subject", a->subject,
+                  "subject every candidate runs (default: the one the trial ran)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
   return {cmd, [a](const char* argv0) { return shrink(*a, argv0); }};

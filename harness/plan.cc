@@ -30,6 +30,7 @@ nlohmann::json to_json(const TrialPlan& p) {
   j["trial"] = p.trial;
   j["run_seed"] = p.run_seed;
   j["seed"] = p.seed;
+  j["subject"] = p.subject;
   j["timeout_ms"] = p.timeout_ns / 1000000;
   j["final_cleanup"] = p.final_cleanup;
   auto worker_json = [](const WorkerPlan& w) {

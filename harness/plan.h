@@ -104,6 +104,9 @@ struct TrialPlan {
   int trial = 0;
   std::uint64_t run_seed = 0;
   std::uint64_t seed = 0;     // this trial's seed
+  // The subject the trial ran ("native", a name from subjects/, "exec:CMD"):
+  // replay and shrink re-run that one, not the scenario's own.
+  std::string subject = "native";
   std::vector<WorkerPlan> workers;
   std::vector<Action> actions;  // sorted by at_ns before the trial
   std::vector<Seed> seeds;      // created before the workers start

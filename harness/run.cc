@@ -342,6 +342,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         queue.pop_front();
         ++started;
         TrialPlan plan = base_plan(*p.s, r.seed, p.trial);
+        plan.subject = opt.subject_explicit || p.s->subject.empty() ? opt.subject : p.s->subject;
         Rng rng(plan.seed);
         for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
