@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,17 @@ TEST_F(FaultParams, WholeJobKillTargetsEveryRankAtOneInstant) {
   EXPECT_TRUE(p.actions[0].tree && p.actions[1].tree);
   EXPECT_EQ(p.actions[0].at_ns, p.actions[1].at_ns);
   EXPECT_NE(p.actions[0].rank, p.actions[1].rank);
+}
+
+TEST_F(FaultParams, SignalOnEventKillsTheWholeTreeOnlyWhenAskedAndOnlyForKill) {
+  TrialPlan p = plan("kind = \"signal-on-event\"\nafter = \"ok:barrier\"\njob = 0\nrank = 1\ntree = true");
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_TRUE(p.actions[0].tree);
+  EXPECT_EQ(p.actions[0].signal, SIGKILL);
+  EXPECT_EQ(p.actions[0].detail.value("tree", false), true);
+  EXPECT_FALSE(plan("kind = \"signal-on-event\"\nafter = \"ok:barrier\"").actions.at(0).tree);
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"ok:barrier\"\nsignal = \"stop\"\ntree = true"),
+            ":14: 'tree' applies to signal = \"kill\" only");
 }
 
 TEST_F(FaultParams, PauseAtPointEnumeratesEveryPointTimesEveryCount) {

@@ -5,7 +5,9 @@
 // nth (the nth such event, default 1); job, rank (whose event; default job 0
 // rank 0); target_rank (who gets the signal; default the same rank);
 // signal = "kill" | "stop" (default kill); delay (default 0ms); duration (stop
-// only: SIGCONT after it, default 200ms).
+// only: SIGCONT after it, default 200ms); tree = true (kill only) to kill the
+// target's whole process tree (its process group, e.g. with CPython's resource
+// tracker) as an OOM kill, a container stop or torchrun's killpg does.
 #include <csignal>
 
 #include "injector.h"
@@ -14,7 +16,7 @@ namespace harness {
 namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
-  if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration"})) return e;
+  if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration", "tree"})) return e;
   std::string after;
   if (auto e = param_string(f, "after", "", {}, &after)) return e;
   auto colon = after.find(':');
@@ -32,6 +34,9 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   if (auto e = param_int(f, "nth", 1, 1, 1000000, &nth)) return e;
   std::string sig;
   if (auto e = param_string(f, "signal", "kill", {"kill", "stop"}, &sig)) return e;
+  bool tree = false;
+  if (auto e = param_bool(f, "tree", false, &tree)) return e;
+  if (tree && sig != "kill") return std::string("'tree' applies to signal = \"kill\" only");
   MsRange delay, dur;
   if (auto e = param_range(f, "delay", MsRange{Ms(0), Ms(0)}, &delay)) return e;
   if (auto e = param_range(f, "duration", MsRange{Ms(200), Ms(200)}, &dur)) return e;
@@ -43,6 +48,8 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   a.fault = "signal-on-event";
   a.phase = sig == "kill" ? "instant" : "start";
   a.detail = {{"after", after}, {"nth", nth}, {"of_rank", rank}};
+  a.tree = tree;
+  if (tree) a.detail["tree"] = true;
   a.on_type = after.substr(0, colon);
   a.on_op = after.substr(colon + 1);
   a.on_job = job;
