@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""Judges the trials of one scenarios/streaming scenario by the failure it names.
+
+    streaming_evidence.py SCENARIO.toml RUN_DIR  ->  "<mode> <hit> <wrong> <trials> <timeouts>", details
+    streaming_evidence.py --expect SCENARIO.toml ->  expected invariants, expected evidence (2 lines)
+
+A scenario states what it reproduces, either with the harness's keys (once the
+"oracle" work is on main)
+
+    expect_violation = ["barrier.liveness"]
+    expect_evidence = ["barrier-hang-after-death", "fault:signal-on-event"]
+
+or, until then, with two comment lines (read only when the keys are absent):
+
+    # expect-violation: barrier.liveness ...   ("none": no invariant breaks)
+    # expect-evidence: <state> ...             ("none"; a|b = either)
+
+A trial reproduces it when it breaks one of the expected invariants (any, when
+none is expected) AND reached every evidence state, read from the trial's own
+verdict.json and history.jsonl: the checkers' reached states,
+error:<op>:<code> from the subject's fail events, fault:<kind>, and the states
+derived() reads from the events. mode is "control" when nothing is expected
+(the scenario must pass outright), else "reproduce"; hit counts trials that
+reproduced it, wrong those that broke an invariant without its evidence,
+timeouts those the harness had to end at the scenario's timeout.
+Shared by tests/e2e/streaming.sh and scripts/streaming-table.
+"""
+import glob
+import json
+import os
+import re
+import sys
+import tomllib
+
+
+def expectations(path):
+    with open(path, 'rb') as f:
+        doc = tomllib.load(f)
+    if 'expect_violation' in doc or 'expect_evidence' in doc:
+        return {'violation': list(doc.get('expect_violation', [])),
+                'evidence': list(doc.get('expect_evidence', []))}
+    exp = {}
+    for line in open(path, encoding='utf-8'):
+        m = re.match(r'#\s*expect-(violation|evidence):\s*(.*?)\s*$', line)
+        if m:
+            words = m.group(2).split()
+            exp[m.group(1)] = [] if words == ['none'] else words
+    if set(exp) != {'violation', 'evidence'}:
+        sys.exit(f'{path}: needs expect_violation/expect_evidence, or both '
+                 '"# expect-violation:" and "# expect-evidence:" lines')
+    return exp
+
+
+def events(d):
+    out = []
+    for line in open(os.path.join(d, 'history.jsonl'), 'rb'):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict):
+            out.append(e)
+    return out
+
+
+def derived(d, evs):
+    st = set()
+    plan = json.load(open(os.path.join(d, 'schedule.json')))
+    dirs = {w['job']: {x['path'] for x in json.loads(w['env'].get('SHMSTRESS_DIRS', '[]')) if x.get('remote')}
+            for w in plan.get('workers', [])}
+    timed_out = any(e.get('type') == 'trial' and e.get('phase') == 'timeout' for e in evs)
+    if timed_out:
+        st.add('timed-out')
+    invokes, done = {}, {}
+    for e in evs:
+        key = (e.get('pid'), e.get('id'))
+        if e.get('type') == 'invoke':
+            invokes[key] = e
+        elif e.get('type') in ('ok', 'fail'):
+            done[key] = e
+    exits = [e for e in evs if e.get('type') == 'exit']
+    # A barrier round still open at the trial timeout in a job a fault killed a rank of, whose rounds
+    # were still completing until 100 ms before the kill: the hang began with the death.
+    for k in (e for e in exits if e.get('signal') and not e.get('teardown')):
+        oks = [e['t'] for e in done.values() if e.get('op') == 'barrier' and e.get('type') == 'ok' and e.get('job') == k.get('job')]
+        hung = [i for key, i in invokes.items() if i.get('op') == 'barrier' and i.get('job') == k.get('job')
+                and key not in done and i.get('rank') != k.get('rank')]
+        if timed_out and hung and oks and max(oks) >= k['t'] - 100_000_000:
+            st.add('barrier-hang-after-death')
+    holds = []
+    for e in done.values():
+        if e.get('op') == 'acquire' and e.get('type') == 'ok':
+            p = e.get('value', {}).get('prefix')
+            st.add(f'acquired-prefix-{p}')
+            end = min([x['t'] for x in done.values() if x.get('pid') == e.get('pid') and x.get('op') == 'release'] +
+                      [x['t'] for x in exits if x.get('pid') == e.get('pid')] + [float('inf')])
+            holds.append((e.get('job'), p, e['t'], end))
+    for ja, pa, sa, ea in holds:
+        for jb, pb, sb, _ in holds:
+            if ja != jb and dirs.get(ja, set()) & dirs.get(jb, set()) and sa < sb < ea and pa != pb:
+                st.add('granted-below-live-holder' if pb < pa else 'granted-above-live-holder')
+    for e in done.values():
+        err = e.get('error') or {}
+        m = re.search(r'(\d{6})_locals', err.get('message', '')) if err.get('code') == 'file-exists' else None
+        if m and int(m.group(1)) > 0:
+            st.add('file-exists-above-0')
+    for e in evs:
+        if e.get('type') == 'audit':
+            if e.get('leftover_locks'):
+                st.add('leftover-lock-files')
+            for n in e.get('leftover_shm') or []:
+                m = re.search(r'\d{6}_(\w+)$', n)
+                if m:
+                    st.add(f'leftover-{m.group(1)}')
+    return st
+
+
+def facts(d):
+    v = json.load(open(os.path.join(d, 'verdict.json')))
+    violated = {c['invariant'] for c in v.get('checks', []) if c['verdict'] == 'invalid'}
+    states = {s for c in v.get('checks', []) for s in c.get('reached', [])}
+    evs = events(d)
+    for e in evs:
+        if e.get('type') == 'fail' and isinstance(e.get('error'), dict):
+            states.add(f"error:{e.get('op')}:{e['error'].get('code')}")
+        elif e.get('type') == 'fault':
+            states.add(f"fault:{e.get('kind')}")
+    return violated, states | derived(d, evs)
+
+
+def judge(toml, run):
+    """(mode, hit, wrong, trials, timed-out trials, details) for the scenario's trials under run."""
+    exp = expectations(toml)
+    name = os.path.basename(toml)[:-5]
+    trials = sorted(glob.glob(os.path.join(run, name, 'trial-*')), key=lambda p: int(p.rsplit('-', 1)[1]))
+    lines, hit, wrong, n, timeouts = [], 0, 0, 0, 0
+    for d in trials:
+        if not os.path.exists(os.path.join(d, 'verdict.json')):
+            continue
+        n += 1
+        violated, states = facts(d)
+        timeouts += 'timed-out' in states
+        expected = set(exp['violation'])
+        ok = (not expected or violated & expected) and all(any(a in states for a in w.split('|')) for w in exp['evidence'])
+        hit += bool(ok)
+        if violated and not ok:
+            wrong += 1
+            lines.append(f'  {os.path.basename(d)}: violated {sorted(violated)}, reached {sorted(states)}')
+    mode = 'control' if not exp['violation'] and not exp['evidence'] else 'reproduce'
+    return mode, hit, wrong, n, timeouts, lines
+
+
+if __name__ == '__main__':
+    if sys.argv[1] == '--expect':  # two lines: the expected invariants, the expected evidence
+        exp = expectations(sys.argv[2])
+        print(' '.join(exp['violation']))
+        print(' '.join(exp['evidence']))
+        sys.exit(0)
+    mode, hit, wrong, n, timeouts, lines = judge(sys.argv[1], sys.argv[2])
+    print(f'{mode} {hit} {wrong} {n} {timeouts}')
+    print('\n'.join(lines[:3]))
