@@ -60,12 +60,15 @@ struct ChildSetup {
 // Runs in the forked child: only async-signal-safe calls. A failure before
 // exec is written (as errno) to `report_fd`, a close-on-exec pipe: the
 // supervisor reads nothing if exec worked.
+[[noreturn]] void report_errno_and_exit(int report_fd) {
+  int e = errno;
+  (void)!::write(report_fd, &e, sizeof e);
+  ::_exit(127);
+}
+
 [[noreturn]] void exec_worker(const ChildSetup& c) {
-  auto die = [&c](int) [[noreturn]] {
-    int e = errno;
-    (void)!::write(c.report_fd, &e, sizeof e);
-    ::_exit(127);
-  };
+  // (A free function, not a [[noreturn]] lambda: clang refuses the attribute there.)
+  auto die = [&c](int) { report_errno_and_exit(c.report_fd); };
   // Its own process group, so a whole-job kill (killpg) takes its whole tree.
   // It stays out of the terminal's foreground group like the supervisor.
   if (::setpgid(0, 0) != 0) die(110);
@@ -92,7 +95,7 @@ struct ChildSetup {
   if (c.gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(c.gid) != 0)) die(115);
   if (c.uid >= 0 && ::setuid(c.uid) != 0) die(116);
   ::execve(c.exe, c.argv, c.envp);
-  die(117);
+  report_errno_and_exit(c.report_fd);
 }
 
 // /proc/<pid>/stat after the command: state, ppid, pgrp and (field 22) the
