@@ -120,7 +120,7 @@ def derived(d, evs):
 
 def facts(d):
     v = json.load(open(os.path.join(d, 'verdict.json')))
-    violated = {c['invariant'] for c in v.get('checks', []) if c['verdict'] == 'invalid'}
+    violated = {c['invariant'] for c in v.get('checks', []) if c['verdict'] == 'invalid' and 'excused' not in c}
     states = {s for c in v.get('checks', []) for s in c.get('reached', [])}
     evs = events(d)
     for e in evs:
