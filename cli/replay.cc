@@ -105,6 +105,7 @@ int replay(const ReplayArgs& a, const char* argv0) {
     o.seed = run_seed;
     o.only_trial = trial;
     o.parallel = 1;
+    o.keep_passing = a.keep;  // --keep keeps every replay, passing or not
     o.out_dir = (replays / std::to_string(i)).string();
     o.exe = worker_bin.empty() ? self_exe() : fs::absolute(worker_bin).string();
     o.allow_mount_ns = !no_mount_ns;
