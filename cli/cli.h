@@ -38,6 +38,8 @@ Subcommand add_report(CLI::App& app);         // report.cc
 Subcommand add_shrink(CLI::App& app);         // shrink.cc
 Subcommand add_subject_check(CLI::App& app);  // subject_check.cc
 Subcommand add_replay(CLI::App& app);         // replay.cc
+Subcommand add_baseline(CLI::App& app);       // baseline.cc
+Subcommand add_merge(CLI::App& app);          // merge.cc
 
 // --- common.cc: what several subcommands share ----------------------------------
 // This binary's path (the default worker binary).

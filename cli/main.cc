@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   const std::vector<cli::Subcommand> commands = {
       cli::add_run(app),    cli::add_list(app),   cli::add_check(app),         cli::add_clean(app),
       cli::add_report(app), cli::add_shrink(app), cli::add_subject_check(app), cli::add_replay(app),
+      cli::add_baseline(app), cli::add_merge(app),
   };
   try {
     app.parse(argc, argv);

@@ -52,6 +52,11 @@ int report(const ReportArgs& a) {
     r.add(std::move(tr));
   }
   if (run_seeds.size() == 1) r.seed = *run_seeds.begin();
+  // Buckets whose example trial was shrunk since (`shmstress shrink`).
+  for (auto& [fp, b] : r.tally.buckets().buckets()) {
+    if (!b.example_dir.empty() && fs::exists(fs::path(b.example_dir) / "minimal.toml"))
+      b.shrunk = (fs::path(b.example_dir) / "minimal.toml").string();
+  }
   reports::console_summary(stdout, r, stdout_color());
   std::printf("timelines: %d written (timeline.json, timeline.html in each trial dir)\n",
               timelines);

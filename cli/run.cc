@@ -18,7 +18,7 @@ namespace {
 
 struct RunArgs {
   harness::RunOptions ro;
-  std::string duration, shard, worker_bin, junit_file, metrics_file;
+  std::string duration, shard, worker_bin, junit_file, metrics_file, baseline;
   bool allow_shared_shm = false, no_mount_ns = false;
   reports::LiveOptions live;
 };
@@ -58,6 +58,19 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
       std::fprintf(stderr, "shmstress run: --subject: %s\n", why.c_str());
       return 2;
     }
+  }
+  if (!a.baseline.empty()) {
+    // Parsed once, here: a bad line stops the run before anything starts.
+    auto b = harness::load_baseline(a.baseline, harness::today_utc());
+    if (!b) {
+      std::fprintf(stderr, "shmstress run: --baseline %s\n", b.error().to_string().c_str());
+      return 2;
+    }
+    for (const auto& k : b->expired) {
+      std::fprintf(stderr, "shmstress run: baseline %s:%d: %s expired on %s; its failures count as new\n",
+                   a.baseline.c_str(), k.line, k.fingerprint.c_str(), harness::day_text(*k.expires).c_str());
+    }
+    ro.baseline = std::make_shared<const harness::Baseline>(std::move(*b));
   }
   if (a.allow_shared_shm) ro.reproduce_flags += " --allow-shared-shm";
   std::vector<harness::Scenario> scenarios;
@@ -144,7 +157,13 @@ Subcommand add_run(CLI::App& app) {
                   "run only this trial index (replays its exact schedule)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--duration", a->duration, "run until this much time has passed, e.g. 90s, 10m");
-  cmd->add_option("--parallel", ro.parallel, "trials at once (default: cores)")
+  cmd->add_option("--parallel", ro.parallel,
+                  "trials at once (default: adaptive, from the machine's load: up to --max-parallel, "
+                  "backing off when trials wait for the CPU or their signals fire late)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--max-parallel", ro.max_parallel,
+                  "ceiling of the adaptive default (default: the number of cores; more trials at once "
+                  "than cores can make timing checks report false violations on a loaded machine)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--out", ro.out_dir, "run directory (default runs/<run-id>)");
   cmd->add_option(
@@ -166,8 +185,13 @@ Subcommand add_run(CLI::App& app) {
                   "native worker binary (default: this one), e.g. a known-bad variant")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--stop-on-violation", ro.stop_on_violation,
-                "stop after the first trial that violates an invariant (in a scenario with expect_violation: "
-                "the first that breaks an expected one, with its evidence)");
+                "stop after the first trial that violates an invariant (in a new bucket, with --baseline; "
+                "in a scenario with expect_violation: the first that breaks an expected one, with its "
+                "evidence)");
+  cmd->add_option("--baseline", a->baseline,
+                  "known failures: a baseline file (`shmstress baseline`) or a run's summary.json; "
+                  "their buckets are reported as known and only a new bucket fails the run")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
   cmd->add_option("--junit", a->junit_file, "also write JUnit XML here (docs/reports.md)");

@@ -5,15 +5,42 @@
 #include "harness/shrink.h"
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "cli/cli.h"
+#include "reports/reports.h"
 
 namespace cli {
 namespace {
 
+// Marks the buckets in the run's summary.json as shrunk (the minimal file),
+// and renders its report.html again. A trial dir outside a run is left be.
+void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>& fps, const std::string& file) {
+  std::error_code ec;
+  fs::path run = fs::canonical(trial, ec);
+  for (int up = 0; !ec && up < 3 && !fs::exists(run / "summary.json"); ++up) run = run.parent_path();
+  if (ec || !fs::exists(run / "summary.json")) return;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(run / "summary.json"), nullptr, false);
+  auto r = reports::read_summary(j);
+  if (!r) return;  // an older summary.json: nothing to note
+  bool changed = false;
+  for (const auto& f : fps) {
+    auto& buckets = r->tally.buckets().buckets();
+    if (auto it = buckets.find(f.id); it != buckets.end() && it->second.shrunk.empty()) {
+      it->second.shrunk = file;
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  if (reports::write_summary(*r, (run / "summary.json").string()) &&
+      reports::write_report_html(*r, (run / "report.html").string())) {
+    std::printf("noted in %s/summary.json and report.html\n", run.c_str());
+  }
+}
+
 struct ShrinkArgs {
-  std::string dir, worker_bin;
+  std::string dir, worker_bin, save;
   std::string subject;  // empty: the trial's own
   bool no_mount_ns = false;
   harness::ShrinkOptions so;
@@ -57,6 +84,18 @@ int shrink(ShrinkArgs a, const char* argv0) {
       r.invariant.c_str(), r.minimal.to_string().c_str(), r.original.to_string().c_str(),
       r.minimal.to_string().c_str(), r.candidates, r.kept, r.minimal_file.c_str(),
       r.reproduce.c_str());
+  // The buckets it stands for: in the run's summary.json (and report.html) from now on.
+  const auto fps = harness::trial_fingerprints(dir.string(), r.invariant);
+  for (const auto& f : fps) std::printf("fingerprint: %s\n", f.id.c_str());
+  note_shrunk(dir, fps, r.minimal_file);
+  if (!a.save.empty()) {
+    auto saved = harness::save_regression(r, dir.string(), fps, a.save);
+    if (!saved) {
+      std::fprintf(stderr, "shmstress shrink: --save: %s\n", saved.error().c_str());
+      return 3;
+    }
+    std::printf("regression scenario: %s\n", saved->c_str());
+  }
   return 0;
 }
 
@@ -82,6 +121,9 @@ Subcommand add_shrink(CLI::App& app) {
                   "subject every candidate runs (default: the one the trial ran)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
+  cmd->add_option("--save", a->save,
+                  "also write the minimal scenario into this dir as a regression scenario for the "
+                  "catalog (named and described by its fingerprint)");
   return {cmd, [a](const char* argv0) { return shrink(*a, argv0); }};
 }
 

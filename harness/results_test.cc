@@ -5,6 +5,8 @@
 #include "results.h"
 
 #include <gtest/gtest.h>
+
+#include "triage.h"
 #include <malloc.h>
 
 #include <algorithm>
@@ -225,6 +227,223 @@ TEST(RunResult, ExitCodes) {
   RunResult nothing;
   nothing.interrupted = true;
   EXPECT_EQ(nothing.exit_code(), 4);
+}
+
+// n spelled in letters: a problem shape of its own for every n.
+std::string Letters(int n) {
+  std::string s;
+  do {
+    s += static_cast<char>('a' + n % 26);
+    n /= 26;
+  } while (n > 0);
+  return s;
+}
+
+TrialResult Violating(const std::string& scenario, int n, const std::string& problem, const std::string& inv = "x") {
+  TrialResult t;
+  t.scenario = scenario;
+  t.trial = n;
+  t.checks = {Check(inv, Verdict::kInvalid, {problem})};
+  t.verdict = Verdict::kInvalid;
+  return t;
+}
+
+std::shared_ptr<Baseline> Knowing(std::vector<std::string> fingerprints) {
+  auto b = std::make_shared<Baseline>();
+  for (auto& fp : fingerprints) b->known[fp].fingerprint = fp;
+  return b;
+}
+
+std::string FingerprintOf(const std::string& scenario, const std::string& problem, const std::string& inv = "x") {
+  return make_fingerprint(inv, scenario, problem_shape(problem)).id;
+}
+
+// A soak finding ever new shapes (a subject that prints random words) opens at
+// most kMaxBuckets buckets; the rest are counted, and memory stays flat.
+TEST(Buckets, AreCappedSoMemoryStaysFlat) {
+  RunResult r;
+  r.max_listed = 10;
+  int n = 0;
+  for (; n < 2000; ++n) r.add(Violating("s", n, "flaw " + Letters(n)));
+  ASSERT_EQ(r.tally.buckets().buckets().size(), BucketTally::kMaxBuckets);
+  const std::size_t footprint = r.tally.footprint();
+  const std::size_t heap = AllocatedBytes();
+  for (; n < 12000; ++n) r.add(Violating("s", n, "flaw " + Letters(n)));
+  EXPECT_EQ(r.tally.footprint(), footprint);
+  EXPECT_LE(AllocatedBytes(), heap + 4 * 1024);
+  EXPECT_EQ(r.tally.buckets().overflow(), 12000u - BucketTally::kMaxBuckets);
+  EXPECT_EQ(r.tally.new_violating(), 12000u);  // past the cap still classified
+  EXPECT_EQ(r.exit_code(), 1);
+}
+
+TEST(Buckets, CountTrialRangeAndExample) {
+  RunResult r;
+  for (int n : {9, 4, 13}) {
+    auto t = Violating("s", n, "job 0 rank " + std::to_string(n) + " (pid " + std::to_string(100 + n) + ") broke");
+    t.dir = "/r/s/trial-" + std::to_string(n);
+    t.reproduce = "repro " + std::to_string(n);
+    r.add(t);
+  }
+  ASSERT_EQ(r.tally.buckets().buckets().size(), 1u);
+  const Bucket& b = r.tally.buckets().buckets().begin()->second;
+  EXPECT_EQ(b.trials, 3u);
+  EXPECT_EQ(b.first_trial, 4);
+  EXPECT_EQ(b.last_trial, 13);
+  EXPECT_EQ(b.example_trial, 9);  // the first to finish
+  EXPECT_EQ(b.example_problem, "job 0 rank 9 (pid 109) broke");
+  EXPECT_EQ(b.example_dir, "/r/s/trial-9");
+  EXPECT_EQ(b.reproduce, "repro 9");
+  EXPECT_EQ(b.shape, "job <n> rank <n> (pid <n>) broke");
+  EXPECT_FALSE(b.known);
+}
+
+// Only known failures: exit 0. Any new bucket: 1. Known failures do not hide
+// an inconclusive (4) or a harness failure (3).
+TEST(Buckets, ExitCodesWithABaseline) {
+  const std::string known = "cleanup removed /a while job 0 held it", fresh = "job 1 rank 0 died of SIGSEGV";
+  auto base = Knowing({FingerprintOf("s", known)});
+  auto run = [&](std::vector<TrialResult> trials, bool interrupted = false) {
+    RunResult r;
+    r.tally.buckets().set_baseline(base);
+    for (auto& t : trials) r.add(t);
+    r.interrupted = interrupted;
+    return r;
+  };
+  RunResult only_known = run({Violating("s", 0, known), Violating("s", 1, known)});
+  EXPECT_EQ(only_known.verdict(), Verdict::kInvalid);  // the truth, in every report
+  EXPECT_EQ(only_known.exit_code(), 0);
+  EXPECT_EQ(only_known.tally.new_violating(), 0u);
+  EXPECT_EQ(only_known.tally.buckets().count(true), 1u);
+  EXPECT_EQ(only_known.tally.scenarios().at("s").invariants.at("x").invalid_known, 2u);
+  EXPECT_EQ(run({Violating("s", 0, known), Violating("s", 1, fresh)}).exit_code(), 1);
+  // The same text in another scenario is another bucket: new.
+  EXPECT_EQ(run({Violating("t", 0, known)}).exit_code(), 1);
+  // A trial with a known and a new problem is new.
+  auto both = Violating("s", 0, known);
+  both.checks[0].problems.push_back(fresh);
+  EXPECT_EQ(run({both}).exit_code(), 1);
+  auto unknown = Violating("s", 1, known);
+  unknown.checks.push_back(Check("y", Verdict::kUnknown, {"cut off"}));
+  EXPECT_EQ(run({Violating("s", 0, known), unknown}).exit_code(), 4);
+  auto harness = Violating("s", 1, known);
+  harness.harness_error = true;
+  EXPECT_EQ(run({harness}).exit_code(), 3);
+  EXPECT_EQ(run({Violating("s", 0, known)}, true).exit_code(), 4);
+  // Without a baseline every bucket is new.
+  RunResult plain;
+  plain.add(Violating("s", 0, known));
+  EXPECT_EQ(plain.exit_code(), 1);
+}
+
+TEST(Buckets, KnownThatDidNotRecurAreNamedForScenariosThatRan) {
+  const std::string a = "flaw one", b = "flaw two";
+  auto base = Knowing({FingerprintOf("s", a), FingerprintOf("s", b), FingerprintOf("other", a)});
+  RunResult r;
+  r.tally.buckets().set_baseline(base);
+  r.add(Violating("s", 0, a));
+  const auto gone = r.known_not_recurred();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0]->fingerprint, FingerprintOf("s", b));
+}
+
+// The shards of one nightly (trial indices i mod 3) add up to the whole run:
+// every counter, and the buckets with their counts, ranges and examples.
+TEST(Buckets, ShardsMergeIntoTheWholeRun) {
+  std::mt19937_64 rng(9);
+  std::vector<TrialResult> trials;
+  for (int n = 0; n < 600; ++n) {
+    TrialResult t = Synthetic(n, rng);
+    // Shapes that recur: a handful per invariant.
+    for (auto& c : t.checks) {
+      for (auto& p : c.problems) p = "flaw " + Letters(n % 4) + " at +" + std::to_string(n) + ".5ms";
+    }
+    trials.push_back(t);
+  }
+  RunResult whole;
+  RunResult shards[3];
+  for (const auto& t : trials) {
+    whole.add(t);
+    shards[t.trial % 3].add(t);
+  }
+  RunTally merged;
+  for (const auto& s : shards) merged.merge(s.tally);
+  EXPECT_EQ(merged.trials(), whole.tally.trials());
+  EXPECT_EQ(merged.failing(), whole.tally.failing());
+  EXPECT_EQ(merged.not_valid_checks(), whole.tally.not_valid_checks());
+  EXPECT_EQ(merged.new_violating(), whole.tally.new_violating());
+  EXPECT_EQ(merged.verdict(), whole.tally.verdict());
+  EXPECT_EQ(merged.triaged_verdict(), whole.tally.triaged_verdict());
+  EXPECT_EQ(merged.faults(), whole.tally.faults());
+  EXPECT_EQ(merged.reached(), whole.tally.reached());
+  EXPECT_EQ(merged.acquire_ms().count(), whole.tally.acquire_ms().count());
+  EXPECT_EQ(merged.acquire_ms().max(), whole.tally.acquire_ms().max());
+  EXPECT_NEAR(merged.acquire_ms().quantile(0.9), whole.tally.acquire_ms().quantile(0.9),
+              whole.tally.acquire_ms().quantile(0.9) * QuantileSketch::kRelativeError * 2);
+  for (const auto& [name, s] : whole.tally.scenarios()) {
+    const auto& m = merged.scenarios().at(name);
+    EXPECT_EQ(m.trials, s.trials);
+    EXPECT_EQ(m.violating, s.violating);
+    EXPECT_EQ(m.acquire.counts, s.acquire.counts);
+    for (const auto& [inv, c] : s.invariants) {
+      EXPECT_EQ(m.invariants.at(inv).invalid, c.invalid);
+      EXPECT_EQ(m.invariants.at(inv).invalid_new, c.invalid_new);
+      EXPECT_EQ(m.invariants.at(inv).unknown, c.unknown);
+    }
+  }
+  ASSERT_EQ(merged.buckets().buckets().size(), whole.tally.buckets().buckets().size());
+  for (const auto& [fp, b] : whole.tally.buckets().buckets()) {
+    const Bucket& m = merged.buckets().buckets().at(fp);
+    EXPECT_EQ(m.trials, b.trials) << fp;
+    EXPECT_EQ(m.first_trial, b.first_trial) << fp;
+    EXPECT_EQ(m.last_trial, b.last_trial) << fp;
+    EXPECT_EQ(m.example_trial, b.example_trial) << fp;
+  }
+}
+
+// merge --baseline over shards that ran without one: bucket statuses exact,
+// the exit code follows them.
+TEST(Buckets, ReclassifiedAgainstAnotherBaseline) {
+  RunResult r;
+  r.add(Violating("s", 0, "flaw a", "x"));
+  r.add(Violating("s", 1, "flaw b", "y"));
+  EXPECT_EQ(r.exit_code(), 1);
+  r.tally.reclassify(Knowing({FingerprintOf("s", "flaw a", "x"), FingerprintOf("s", "flaw b", "y")}));
+  EXPECT_EQ(r.tally.buckets().count(true), 2u);
+  EXPECT_EQ(r.tally.new_violating(), 0u);
+  EXPECT_EQ(r.exit_code(), 0);
+  r.tally.reclassify(Knowing({FingerprintOf("s", "flaw a", "x")}));
+  EXPECT_EQ(r.tally.buckets().count(false), 1u);
+  EXPECT_EQ(r.tally.scenarios().at("s").invariants.at("y").invalid_new, 1u);
+  EXPECT_EQ(r.tally.scenarios().at("s").invariants.at("x").invalid_known, 1u);
+  EXPECT_EQ(r.exit_code(), 1);
+}
+
+TEST(QuantileSketch, StateRoundTripsAndMerges) {
+  QuantileSketch a, b, all;
+  std::mt19937_64 rng(3);
+  std::lognormal_distribution<double> v(0.0, 2.0);
+  for (int i = 0; i < 700; ++i) {
+    double x = v(rng);
+    (i % 2 ? a : b).add(x);
+    all.add(x);
+  }
+  auto back = QuantileSketch::from_state(a.state());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->quantile(0.5), a.quantile(0.5));
+  QuantileSketch m = a;
+  m.merge(b);
+  EXPECT_TRUE(m.exact());  // 700 values: still exact, so the merge is exact
+  for (double p : {0.1, 0.5, 0.9, 0.99}) EXPECT_EQ(m.quantile(p), all.quantile(p));
+  m.merge(all);            // 1400: bucketed from now on
+  EXPECT_FALSE(m.exact());
+  EXPECT_EQ(m.count(), 1400u);
+  EXPECT_NEAR(m.quantile(0.5), all.quantile(0.5), all.quantile(0.5) * QuantileSketch::kRelativeError);
+  auto again = QuantileSketch::from_state(m.state());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->quantile(0.9), m.quantile(0.9));
+  QuantileSketch::State bad = m.state();
+  bad.count += 1;  // the buckets no longer add up
+  EXPECT_FALSE(QuantileSketch::from_state(bad));
 }
 
 double NearestRank(std::vector<double> v, double p) {

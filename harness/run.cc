@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include <signal.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <map>
 #include <random>
 
+#include "concurrency.h"
 #include "events.h"
 #include "files.h"
 #include "injector.h"
@@ -26,6 +28,49 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
+// The adaptive concurrency's tick: it only interrupts waitpid().
+void on_tick(int) {}
+
+// How late the trial's timed signals fired: for each timed signal action of
+// its schedule, the first fault event of the same kind, phase and target at or
+// after its planned time (relative to the trial's start event). An action
+// whose target had already exited logged nothing and is skipped.
+double fault_lateness_ms(const std::vector<Json>& events, const std::string& dir) {
+  const Json sched = Json::parse(read_file(dir + "/schedule.json"), nullptr, false);
+  if (!sched.is_object() || !sched.contains("actions") || !sched["actions"].is_array()) return 0;
+  std::int64_t start = -1;
+  std::vector<const Json*> faults;
+  for (const auto& e : events) {
+    if (!e.is_object() || !e.contains("t") || !e["t"].is_number()) continue;
+    const std::string type = e.value("type", "");
+    if (type == "trial" && e.value("phase", "") == "start" && start < 0) start = e["t"].get<std::int64_t>();
+    if (type == "fault") faults.push_back(&e);
+  }
+  if (start < 0) return 0;
+  std::vector<bool> used(faults.size(), false);
+  double worst = 0;
+  for (const auto& a : sched["actions"]) {
+    // Timed signals only (kill, stop, continue): they are sent the moment
+    // they are due, while other actions (seeds, misconfigurations) are logged
+    // once the workers are spawned, which says nothing about lateness.
+    if (!a.is_object() || !a.value("after_event", Json()).is_null() || !a.contains("at_ms") ||
+        !a["at_ms"].is_number() || a.value("signal", 0) == 0)
+      continue;
+    const double at_ms = a["at_ms"].get<double>();
+    for (std::size_t i = 0; i < faults.size(); ++i) {
+      const Json& f = *faults[i];
+      if (used[i] || f.value("kind", "") != a.value("fault", "") || f.value("phase", "") != a.value("phase", "") ||
+          f.value("job", -2) != a.value("job", -2) || f.value("rank", -2) != a.value("rank", -2))
+        continue;
+      const double rel_ms = static_cast<double>(f["t"].get<std::int64_t>() - start) / 1e6;
+      if (rel_ms + 0.5 < at_ms) continue;  // an earlier fault of the same kind
+      used[i] = true;
+      worst = std::max(worst, rel_ms - at_ms);
+      break;
+    }
+  }
+  return worst;
+}
 
 std::string quote(const std::string& s) {
   if (s.find_first_of(" '\"$\\") == std::string::npos) return s;
@@ -126,6 +171,7 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   std::vector<std::string> errors;
   auto events = parse_jsonl(read_file(dir + "/history.jsonl"), &errors);
   History h = build_history(events, meta_for(s, seed), &errors);
+  t.late_ms = fault_lateness_ms(events, dir);  // needs the raw events: before they go
   events.clear();
   // What the supervisor and the subject said about the trial itself, as
   // build_history validated it. A subject that cannot run here (e.g. its
@@ -255,6 +301,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.shard_index = opt.shard_index;
   r.shard_count = std::max(1, opt.shard_count);
   r.max_listed = opt.max_kept > 0 ? static_cast<std::size_t>(opt.max_kept) : 0;
+  r.tally.buckets().set_baseline(opt.baseline);
   fs::create_directories(r.out_dir);
   r.out_dir = fs::canonical(r.out_dir).string();
   for (const auto& s : scenarios) {
@@ -288,6 +335,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   const bool soak = by_duration(opt);
   enqueue_round(0, soak ? 1 : 0);
   const auto planned = static_cast<std::int64_t>(queue.size());
+  r.planned = soak ? -1 : planned;
+  r.duration_s = soak ? opt.duration_s : 0;
   int round = 1;
 
   struct sigaction sa{};
@@ -296,7 +345,31 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   sigaction(SIGTERM, &sa, nullptr);
   g_stop = 0;
 
-  const int parallel = opt.parallel > 0 ? opt.parallel : std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  // Trials at once: --parallel, or a target that follows the load.
+  const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  std::unique_ptr<LoadProbe> probe;
+  std::optional<AdaptiveConcurrency> adaptive;
+  if (opt.parallel <= 0) {
+    AdaptiveConcurrency::Config c;
+    // Not past the cores unless asked (run.h): more trials at once than cores
+    // made the stock worker fail timing checks (false alarms), and a CI runner
+    // (ctest -j2 on 2 cores) then fails without a flaw. Below the cores the
+    // target still backs off when the machine is loaded by others.
+    c.max = opt.max_parallel > 0 ? std::min(256, opt.max_parallel) : cores;
+    c.start = std::min(cores, c.max);
+    adaptive.emplace(c);
+    probe = std::make_unique<LoadProbe>();
+    // A tick every 250 ms interrupts waitpid() so the target follows the load
+    // between trials too. Interval timers are not inherited across fork().
+    struct sigaction tick{};
+    tick.sa_handler = on_tick;
+    sigaction(SIGALRM, &tick, nullptr);
+    itimerval every{{0, 250000}, {0, 250000}};
+    setitimer(ITIMER_REAL, &every, nullptr);
+  }
+  auto parallel = [&] { return adaptive ? adaptive->target() : opt.parallel; };
+  r.concurrency.adaptive = adaptive.has_value();
+  r.concurrency.now = r.concurrency.lowest = r.concurrency.highest = parallel();
   struct Running {
     Pending p;
     std::string dir;
@@ -307,7 +380,21 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   std::uint64_t started = 0;  // trials started (or that failed to start): names their fallback roots
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  std::uint64_t violations = 0;
+  double last_tick = 0, weighted = 0, weighed_until = 0;
+  // The time-weighted mean of the target, and its range.
+  auto note_concurrency = [&] {
+    const double now = elapsed();
+    weighted += r.concurrency.now * (now - weighed_until);
+    weighed_until = now;
+    r.concurrency.now = parallel();
+    r.concurrency.mean = now > 0 ? weighted / now : r.concurrency.now;
+    if (adaptive) {
+      r.concurrency.lowest = adaptive->lowest();
+      r.concurrency.highest = adaptive->highest();
+      r.concurrency.backoffs = adaptive->backoffs();
+    }
+  };
+  std::uint64_t violations = 0, new_violations = 0;
   int kept_failing = 0;
   std::deque<std::string> kept_passing;  // dirs, oldest first
 
@@ -316,6 +403,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     p.done = r.tally.trials();
     p.planned = soak ? -1 : planned;
     p.violations = violations;
+    p.new_violations = new_violations;
+    p.concurrency = parallel();
     p.elapsed = elapsed();
     p.final = final;
     if (soak) {
@@ -325,18 +414,29 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     for (const auto& sub : opt.subscribers) sub->progress(p);
   };
-  // Counts a finished trial and tells the subscribers.
+  // Counts a finished trial and tells the subscribers; true if it had a
+  // violation in a new bucket.
   auto finished = [&](TrialResult t) {
     r.elapsed = elapsed();
-    r.add(t);
+    if (adaptive) adaptive->trial_lateness(t.late_ms, r.elapsed);
+    const bool is_new = r.add(t);
+    new_violations += is_new ? 1 : 0;
+    note_concurrency();
     for (const auto& sub : opt.subscribers) sub->trial_finished(t, r);
     progress(false);
+    return is_new;
   };
 
   while (true) {
+    if (adaptive && elapsed() - last_tick >= 0.25) {
+      last_tick = elapsed();
+      note_concurrency();
+      adaptive->update(probe->sample(), last_tick, static_cast<int>(running.size() + queue.size()));
+      note_concurrency();
+    }
     if (!g_stop) {
       if (soak && queue.empty() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
-      while (!g_stop && running.size() < static_cast<std::size_t>(parallel) && !queue.empty() &&
+      while (!g_stop && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
              (!soak || elapsed() < opt.duration_s)) {
         Pending p = queue.front();
         queue.pop_front();
@@ -424,20 +524,25 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       t.dir.clear();
       if (failing) t.dir_dropped = true;
     }
-    if (t.verdict == Verdict::kInvalid) {
-      ++violations;
-      // A known-bad scenario stops at the violation it expects (with its
-      // evidence), not at the first unrelated one on its way there.
-      const bool expected = t.expectation == Expectation::kNone || t.expectation == Expectation::kMet;
-      if (opt.stop_on_violation && expected && !g_stop) {
-        g_stop = 1;
-        for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
-      }
+    if (t.verdict == Verdict::kInvalid) ++violations;
+    // A known-bad scenario stops at the violation it expects (with its
+    // evidence), not at the first unrelated one on its way there; with a
+    // baseline, at the first violation the baseline does not know.
+    const bool expected = t.expectation == Expectation::kNone || t.expectation == Expectation::kMet;
+    if (finished(std::move(t)) && opt.stop_on_violation && expected && !g_stop) {
+      g_stop = 1;
+      for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
     }
-    finished(std::move(t));
+  }
+  if (adaptive) {
+    itimerval off{};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    signal(SIGALRM, SIG_DFL);
+    probe.reset();
   }
   r.interrupted = g_stop != 0;
   r.elapsed = elapsed();
+  note_concurrency();
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   progress(true);

@@ -26,6 +26,8 @@ struct Progress {
   std::uint64_t done = 0;        // trials finished
   std::int64_t planned = 0;      // < 0: unknown (a --duration soak)
   std::uint64_t violations = 0;  // trials with an invalid verdict
+  std::uint64_t new_violations = 0;  // ... of which in a bucket the baseline does not know
+  int concurrency = 0;           // trials at once now (the adaptive target, or --parallel)
   double elapsed = 0;            // seconds since the run started
   double remaining = -1;         // estimated seconds left, < 0: unknown
   bool final = false;            // the last one: the run is over

@@ -233,4 +233,72 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   return res;
 }
 
+std::vector<Fingerprint> trial_fingerprints(const std::string& trial_dir, const std::string& invariant) {
+  const nlohmann::json v = nlohmann::json::parse(read_file(trial_dir + "/verdict.json"), nullptr, false);
+  const nlohmann::json sched = nlohmann::json::parse(read_file(trial_dir + "/schedule.json"), nullptr, false);
+  if (!v.is_object() || !v.contains("checks") || !v["checks"].is_array()) return {};
+  const std::string scenario = sched.is_object() ? sched.value("scenario", std::string()) : "";
+  for (const auto& c : v["checks"]) {
+    if (!c.is_object() || c.value("invariant", "") != invariant || c.value("verdict", "") != "invalid") continue;
+    CheckResult check;
+    check.invariant = invariant;
+    check.verdict = Verdict::kInvalid;
+    for (const auto& p : c.value("problems", nlohmann::json::array())) {
+      if (p.is_string()) check.problems.push_back(p.get<std::string>());
+    }
+    return violation_fingerprints(scenario, check);
+  }
+  return {};
+}
+
+std::expected<std::string, std::string> save_regression(const ShrinkResult& r, const std::string& trial_dir,
+                                                        const std::vector<Fingerprint>& fingerprints,
+                                                        const std::string& dir) {
+  if (!r.ok) return std::unexpected("nothing was shrunk");
+  if (fingerprints.empty()) return std::unexpected("the trial's verdict.json names no problem of " + r.invariant);
+  toml::table t, original;
+  try {
+    t = toml::parse(read_file(r.minimal_file));
+    original = toml::parse(read_file(trial_dir + "/scenario.toml"));
+  } catch (const std::exception& e) {
+    return std::unexpected(std::string("cannot read the scenarios back: ") + e.what());
+  }
+  const nlohmann::json sched = nlohmann::json::parse(read_file(trial_dir + "/schedule.json"), nullptr, false);
+  const std::string scenario = sched.is_object() ? sched.value("scenario", std::string("scenario")) : "scenario";
+  const Fingerprint& fp = fingerprints.front();
+  const std::string hash = fp.id.substr(fp.id.rfind('/') + 1);
+  const std::string name = "regress-" + scenario + "-" + hash;
+  std::string ids;
+  for (const auto& f : fingerprints) ids += (ids.empty() ? "" : ", ") + f.id;
+  t.insert_or_assign("name", name);
+  t.insert_or_assign(
+      "description",
+      "Regression for " + ids + ": " + r.invariant + " failed in " + scenario + " with \"" + fp.shape +
+          "\". Shrunk by `shmstress shrink` from " + trial_dir + " (" + r.original.to_string() + ") to " +
+          r.minimal.to_string() + "; it must hold against a fixed subject. Reproduce the original: " + r.reproduce);
+  // The catalog checks what the original scenario checked, as often.
+  for (const char* key : {"invariants", "trials"}) {
+    if (auto* v = original.get(key)) {
+      t.insert_or_assign(key, *v);
+    } else {
+      t.erase(key);
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string file = (fs::path(dir) / (name + ".toml")).string();
+  std::ostringstream os;
+  os << "# Regression scenario for " << ids << "\n"
+     << "# (" << r.invariant << " in " << scenario << "), written by `shmstress shrink --save`.\n"
+     << t << "\n";
+  if (!write_file(file, os.str())) return std::unexpected("cannot write " + file);
+  std::vector<Scenario> check;
+  std::string err;
+  if (!load_and_validate({file}, &check, &err)) {
+    fs::remove(file, ec);
+    return std::unexpected("the regression scenario does not load: " + err);
+  }
+  return file;
+}
+
 }  // namespace harness

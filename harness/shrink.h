@@ -6,9 +6,12 @@
 // budget. The result is a scenario file plus the command that replays it.
 #pragma once
 
+#include <expected>
 #include <string>
+#include <vector>
 
 #include "run.h"
+#include "triage.h"
 
 namespace harness {
 
@@ -36,5 +39,20 @@ struct ShrinkResult {
 };
 
 ShrinkResult shrink(const ShrinkOptions& opt);
+
+// The fingerprints (triage.h) of the trial's violation of `invariant`, from
+// its verdict.json: the buckets a shrink of it stands for.
+std::vector<Fingerprint> trial_fingerprints(const std::string& trial_dir, const std::string& invariant);
+
+// Writes the minimal scenario of `r` (shrunk from trial_dir) into `dir` as a
+// regression scenario, ready for the catalog: named
+// "regress-<scenario>-<hash>" after the first fingerprint, the fingerprints
+// and the problem in its description, and the original scenario's
+// `invariants` and `trials` (the shrink narrowed them to the one it kept
+// failing). Returns the file's path, or why it could not be written (the
+// result must load as a scenario).
+std::expected<std::string, std::string> save_regression(const ShrinkResult& r, const std::string& trial_dir,
+                                                        const std::vector<Fingerprint>& fingerprints,
+                                                        const std::string& dir);
 
 }  // namespace harness

@@ -25,10 +25,15 @@ void console_progress(std::FILE* out, const Progress& p, bool tty, bool color) {
   double rate = p.elapsed > 0 ? static_cast<double>(p.done) / p.elapsed : 0;
   char line[256];
   std::string planned = p.planned >= 0 ? std::to_string(p.planned) : "-";
-  std::snprintf(line, sizeof line, "trials %llu/%s  violations %s%llu%s  %.1f trials/s  elapsed %s  remaining %s",
-                static_cast<unsigned long long>(p.done), planned.c_str(), p.violations ? paint(color, "\033[31m") : "",
-                static_cast<unsigned long long>(p.violations), p.violations ? paint(color, "\033[0m") : "", rate,
-                fmt_secs(p.elapsed).c_str(), fmt_secs(p.remaining).c_str());
+  // "violations 5 (2 new)" once some violation is known to the baseline.
+  std::string known = p.new_violations != p.violations
+                          ? " (" + std::to_string(p.new_violations) + " new)"
+                          : "";
+  std::string at_once = p.concurrency > 0 ? "  " + std::to_string(p.concurrency) + " at once" : "";
+  std::snprintf(line, sizeof line, "trials %llu/%s  violations %s%llu%s%s  %.1f trials/s%s  elapsed %s  remaining %s",
+                static_cast<unsigned long long>(p.done), planned.c_str(), p.new_violations ? paint(color, "\033[31m") : "",
+                static_cast<unsigned long long>(p.violations), p.new_violations ? paint(color, "\033[0m") : "",
+                known.c_str(), rate, at_once.c_str(), fmt_secs(p.elapsed).c_str(), fmt_secs(p.remaining).c_str());
   if (tty) {
     std::fprintf(out, "\r\033[K%s", line);
   } else {
@@ -176,8 +181,47 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
                  paint(color, "\033[0m"));
   }
   for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", m.c_str());
-  std::fprintf(out, "\n%llu trials in %.1fs, verdict %s%s\n", static_cast<unsigned long long>(r.tally.trials()), r.elapsed,
-               harness::verdict_name(r.verdict()), r.interrupted ? " (interrupted)" : "");
+  console_buckets(out, r, color);
+  const auto& bt = r.tally.buckets();
+  std::string triage;
+  if (!bt.buckets().empty() || bt.baseline()) {
+    triage = ", buckets: " + std::to_string(bt.count(false)) + " new, " + std::to_string(bt.count(true)) + " known";
+    if (bt.baseline() && r.verdict() == Verdict::kInvalid && r.tally.triaged_verdict() != Verdict::kInvalid)
+      triage += " (only known failures: they do not fail the run)";
+  }
+  std::fprintf(out, "\n%llu trials in %.1fs, verdict %s%s%s\n", static_cast<unsigned long long>(r.tally.trials()), r.elapsed,
+               harness::verdict_name(r.verdict()), triage.c_str(), r.interrupted ? " (interrupted)" : "");
+}
+
+void console_buckets(std::FILE* out, const harness::RunResult& r, bool color) {
+  const auto& bt = r.tally.buckets();
+  const auto buckets = buckets_in_order(r);
+  if (!buckets.empty()) {
+    std::fprintf(out, "\nbuckets: %zu new, %zu known (fingerprint = invariant/scenario/hash of the problem's shape)\n",
+                 bt.count(false), bt.count(true));
+    std::size_t shown = 0;
+    for (const auto* b : buckets) {
+      if (shown++ >= 20) break;
+      std::fprintf(out, "  %s%-5s%s %6llu trials (%d..%d)  %s\n", paint(color, b->known ? "\033[33m" : "\033[1;31m"),
+                   b->known ? "known" : "NEW", paint(color, "\033[0m"), static_cast<unsigned long long>(b->trials),
+                   b->first_trial, b->last_trial, b->fingerprint.c_str());
+      std::fprintf(out, "        %s\n", b->example_problem.c_str());
+      if (b->known) std::fprintf(out, "        known: %s\n", b->known_reason.c_str());
+      std::fprintf(out, "        reproduce: %s\n", b->reproduce.c_str());
+      if (!b->shrunk.empty()) std::fprintf(out, "        shrunk: %s\n", b->shrunk.c_str());
+    }
+    if (buckets.size() > 20) std::fprintf(out, "  (%zu more buckets in summary.json)\n", buckets.size() - 20);
+    if (bt.overflow() > 0)
+      std::fprintf(out, "  (%llu violations past the cap of %zu buckets: counted, not bucketed)\n",
+                   static_cast<unsigned long long>(bt.overflow()), harness::BucketTally::kMaxBuckets);
+  }
+  if (const harness::Baseline* base = bt.baseline()) {
+    for (const auto* k : r.known_not_recurred())
+      std::fprintf(out, "known, did not recur: %s (%s)\n", k->fingerprint.c_str(), k->reason.c_str());
+    for (const auto& k : base->expired)
+      std::fprintf(out, "baseline entry expired %s, counts as new again: %s (%s)\n",
+                   harness::day_text(*k.expires).c_str(), k.fingerprint.c_str(), k.reason.c_str());
+  }
 }
 
 }  // namespace reports

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "harness/triage.h"
 #include "reports/reports.h"
 
 namespace reports {
@@ -140,6 +141,8 @@ std::string xml_escape(std::string_view s, bool attribute) {
 
 std::string junit_xml(const harness::RunResult& r) {
   const auto missing = r.missing_reached();
+  const auto ordered = buckets_in_order(r);
+  const auto gone = r.known_not_recurred();
 
   int all_tests = 0, all_failures = 0, all_errors = 0;
   std::string body;
@@ -161,42 +164,104 @@ std::string junit_xml(const harness::RunResult& r) {
           if (c.verdict == Verdict::kUnknown) unknown.emplace_back(t, &c);
         }
       }
-      std::string children;
+      // A violated invariant: one testcase per bucket (new: failure, known:
+      // skipped), named "<invariant>/<hash>" so a CI's test history follows
+      // each flaw across nights.
+      std::vector<const harness::Bucket*> buckets;
+      for (const auto* b : ordered) {
+        if (b->scenario == name && b->invariant == inv) buckets.push_back(b);
+      }
       if (!cell.excused.empty()) {
         // Excused: shown with its reason, never a failure.
         ++skipped;
         std::string msg = fmt::format("excused: {} ({} in {} of {} trials, not counted)", cell.excused,
                                       harness::verdict_name(cell.worst), cell.not_valid(), n);
-        children = fmt::format("      <skipped type=\"excused\" message=\"{}\">{}</skipped>\n", attr(msg),
-                               text("The scenario excuses " + inv + ": " + cell.excused + "\n"));
-      } else if (cell.invalid > 0) {
-        ++failures;
-        std::string msg = fmt::format("{} violated in {} of {} trials", inv, cell.invalid, n);
-        if (!invalid.empty() && !invalid.front().first->reproduce.empty()) {
-          msg += "; reproduce: " + invalid.front().first->reproduce;
+        cases += testcase(name, inv,
+                          fmt::format("      <skipped type=\"excused\" message=\"{}\">{}</skipped>\n", attr(msg),
+                                      text("The scenario excuses " + inv + ": " + cell.excused + "\n")));
+      } else if (cell.invalid > 0 && !buckets.empty()) {
+        --tests;  // the invariant's own testcase gives way to its buckets'
+        for (std::size_t k = 0; k < buckets.size(); ++k) {
+          const harness::Bucket& b = *buckets[k];
+          ++tests;
+          Listed in_bucket;
+          for (const auto& [t, c] : invalid) {
+            for (const auto& f : harness::violation_fingerprints(t->scenario, *c)) {
+              if (f.id == b.fingerprint) {
+                in_bucket.emplace_back(t, c);
+                break;
+              }
+            }
+          }
+          std::string body_text = fmt::format(
+              "{} violated in {} of {} trials of {} (run seed {}), fingerprint {}{}.\n"
+              "Problem: {}\nShape: {}\nTrials {}..{}; example trial {} (seed {}).\n",
+              inv, b.trials, n, name, r.seed, b.fingerprint, b.known ? " (known)" : " (new)",
+              b.example_problem, b.shape, b.first_trial, b.last_trial, b.example_trial, b.example_seed);
+          if (b.known) body_text += "Known: " + b.known_reason + "\n";
+          if (!b.shrunk.empty()) body_text += "Shrunk scenario: " + b.shrunk + "\n";
+          if (!b.reproduce.empty()) body_text += "Reproduce: " + b.reproduce + "\n";
+          body_text += trials_text(in_bucket, b.trials);
+          if (k == 0 && cell.unknown > 0) {
+            body_text += fmt::format("\nAlso inconclusive in {} trials.\n", cell.unknown);
+          }
+          std::string msg;
+          std::string children;
+          if (b.known) {
+            ++skipped;
+            msg = fmt::format("known failure, recurred in {} of {} trials: {}", b.trials, n, b.known_reason);
+            children = fmt::format("      <skipped type=\"known\" message=\"{}\">{}</skipped>\n", attr(msg),
+                                   text(body_text));
+          } else {
+            ++failures;
+            msg = fmt::format("{} violated in {} of {} trials (new: {})", inv, b.trials, n, b.fingerprint);
+            if (!b.reproduce.empty()) msg += "; reproduce: " + b.reproduce;
+            children = fmt::format("      <failure type=\"invalid\" message=\"{}\">{}</failure>\n", attr(msg),
+                                   text(body_text));
+          }
+          cases += testcase(name, inv + "/" + b.fingerprint.substr(b.fingerprint.rfind('/') + 1), children);
         }
-        std::string body_text = fmt::format("{} violated in {} of {} trials of {} (run seed {}).\n",
-                                            inv, cell.invalid, n, name, r.seed);
-        body_text += trials_text(invalid, cell.invalid);
-        if (cell.unknown > 0) {
-          body_text += fmt::format("\nAlso inconclusive in {} trials.\n", cell.unknown);
+      } else {
+        std::string children;
+        if (cell.invalid > 0) {  // every violation past the bucket cap: the invariant as a whole
+          ++failures;
+          std::string msg = fmt::format("{} violated in {} of {} trials", inv, cell.invalid, n);
+          if (!invalid.empty() && !invalid.front().first->reproduce.empty()) {
+            msg += "; reproduce: " + invalid.front().first->reproduce;
+          }
+          std::string body_text = fmt::format("{} violated in {} of {} trials of {} (run seed {}).\n",
+                                              inv, cell.invalid, n, name, r.seed);
+          body_text += trials_text(invalid, cell.invalid);
+          if (cell.unknown > 0) {
+            body_text += fmt::format("\nAlso inconclusive in {} trials.\n", cell.unknown);
+          }
+          children = fmt::format("      <failure type=\"invalid\" message=\"{}\">{}</failure>\n",
+                                 attr(msg), text(body_text));
+        } else if (cell.unknown > 0) {
+          ++skipped;
+          std::string msg = fmt::format("inconclusive in {} of {} trials", cell.unknown, n);
+          if (!unknown.empty() && !unknown.front().second->problems.empty()) {
+            msg += ": " + unknown.front().second->problems.front();
+          }
+          std::string body_text =
+              fmt::format("{} could not be decided in {} of {} trials of {} (run seed {}).\n", inv,
+                          cell.unknown, n, name, r.seed);
+          body_text += trials_text(unknown, cell.unknown);
+          children = fmt::format("      <skipped type=\"inconclusive\" message=\"{}\">{}</skipped>\n",
+                                 attr(msg), text(body_text));
         }
-        children = fmt::format("      <failure type=\"invalid\" message=\"{}\">{}</failure>\n",
-                               attr(msg), text(body_text));
-      } else if (cell.unknown > 0) {
-        ++skipped;
-        std::string msg = fmt::format("inconclusive in {} of {} trials", cell.unknown, n);
-        if (!unknown.empty() && !unknown.front().second->problems.empty()) {
-          msg += ": " + unknown.front().second->problems.front();
-        }
-        std::string body_text =
-            fmt::format("{} could not be decided in {} of {} trials of {} (run seed {}).\n", inv,
-                        cell.unknown, n, name, r.seed);
-        body_text += trials_text(unknown, cell.unknown);
-        children = fmt::format("      <skipped type=\"inconclusive\" message=\"{}\">{}</skipped>\n",
-                               attr(msg), text(body_text));
+        cases += testcase(name, inv, children);
       }
-      cases += testcase(name, inv, children);
+      // The baseline's known failures of this invariant that did not recur: passed.
+      for (const auto* k : gone) {
+        auto parts = harness::parse_fingerprint(k->fingerprint);
+        if (!parts || parts->scenario != name || parts->invariant != inv) continue;
+        ++tests;
+        cases += testcase(name, inv + "/" + parts->hash,
+                          fmt::format("      <system-out>{}</system-out>\n",
+                                      text(fmt::format("Known failure {} did not recur in {} trials ({}).\n",
+                                                       k->fingerprint, n, k->reason))));
+      }
     }
     // Harness failures are not any invariant's verdict: JUnit's <error>.
     if (s.harness_errors > 0) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/triage.h"
 #include "reports/reports.h"
 
 namespace reports {
@@ -109,13 +110,22 @@ class TempDir {
   std::string path_;
 };
 
-TEST(JUnit, OneTestcasePerScenarioAndInvariant) {
+// The testcase name of the bucket of `problem` (invariant/hash).
+std::string BucketCase(const std::string& scenario, const std::string& inv, const std::string& problem) {
+  const std::string id = harness::make_fingerprint(inv, scenario, harness::problem_shape(problem)).id;
+  return inv + "/" + id.substr(id.rfind('/') + 1);
+}
+
+TEST(JUnit, OneTestcasePerScenarioAndInvariantAndOnePerBucket) {
   std::string x = junit_xml(Sample());
   EXPECT_EQ(Count(x, "<testsuite "), 2u);
   EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"prefix.unique\"/>"), std::string::npos)
       << x;
-  EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"cleanup.safety\">"), std::string::npos)
+  // A violated invariant: a testcase per bucket instead of the invariant's own.
+  const std::string bucket = BucketCase("basic", "cleanup.safety", "cleanup by job 0 rank 1 (pid 5) removed x");
+  EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"" + bucket + "\">"), std::string::npos)
       << x;
+  EXPECT_EQ(x.find("name=\"cleanup.safety\""), std::string::npos) << x;
   EXPECT_NE(x.find("<testcase classname=\"stop\" name=\"barrier.liveness\">"), std::string::npos)
       << x;
   // Verdicts: invalid -> failure, unknown -> skipped, harness error -> error.
@@ -142,11 +152,13 @@ TEST(JUnit, PropertiesAndFailureText) {
   EXPECT_NE(x.find("<property name=\"seed\" value=\"7\"/>"), std::string::npos);
   EXPECT_NE(x.find("<property name=\"trials\" value=\"2\"/>"), std::string::npos);
   EXPECT_NE(x.find("<property name=\"subject\" value=\"native\"/>"), std::string::npos);
-  EXPECT_NE(x.find("message=\"cleanup.safety violated in 1 of 2 trials; reproduce: shmstress run "
-                   "scenarios/basic.toml "
-                   "--seed 7 --trial 1\""),
+  const std::string fp =
+      harness::make_fingerprint("cleanup.safety", "basic", harness::problem_shape("cleanup by job 0 rank 1 (pid 5) removed x")).id;
+  EXPECT_NE(x.find("message=\"cleanup.safety violated in 1 of 2 trials (new: " + fp +
+                   "); reproduce: shmstress run scenarios/basic.toml --seed 7 --trial 1\""),
             std::string::npos)
       << x;
+  EXPECT_NE(x.find("Shape: cleanup by job &lt;n&gt; rank &lt;n&gt; (pid &lt;n&gt;) removed x\n"), std::string::npos) << x;
   EXPECT_NE(x.find("  cleanup by job 0 rank 1 (pid 5) removed x\n"), std::string::npos);
   EXPECT_NE(x.find("  trial dir: /runs/r/basic/trial-1\n"), std::string::npos);
   EXPECT_NE(x.find("  reproduce: shmstress run scenarios/basic.toml --seed 7 --trial 1\n"),
@@ -223,7 +235,7 @@ TEST(JUnit, ValidAgainstSchemaEvenWithHostileText) {
   EXPECT_EQ(rc, 0) << out;
   auto [rc2, msg] =
       Shell(std::string(kXmllint) +
-            " --xpath 'string(//testcase[@name=\"cleanup.safety\"]/failure/@message)' " + file);
+            " --xpath 'string(//testcase[starts-with(@name, \"cleanup.safety/\")]/failure/@message)' " + file);
   EXPECT_EQ(rc2, 0);
   EXPECT_NE(msg.find("reproduce: shmstress run 'my scenarios/a&b.toml' --seed 7 --trial 1"),
             std::string::npos)
@@ -238,6 +250,59 @@ TEST(JUnit, ValidAgainstSchemaEvenWithHostileText) {
           "bad <tag> & \"quotes\" 'apos' ]]> \xEF\xBF\xBD\xEF\xBF\xBD \xEF\xBF\xBD tab\there"),
       std::string::npos)
       << body;
+}
+
+// With a baseline: a known bucket is skipped (type "known", with its reason),
+// a new one fails, a known one that did not recur is a passing testcase that
+// says so; the document still validates.
+TEST(JUnit, KnownBucketsAreSkippedNewOnesFailAndAbsentOnesPass) {
+  const std::string known_problem = "cleanup by job 0 rank 1 (pid 5) removed x";
+  const std::string new_problem = "left in /dev/shm after the cleanup step: /a, /b";
+  auto base = std::make_shared<harness::Baseline>();
+  base->file = "known.txt";
+  auto add = [&](const std::string& fp, const std::string& reason) {
+    harness::KnownFailure k;
+    k.fingerprint = fp;
+    k.reason = reason;
+    base->known[fp] = k;
+  };
+  add(harness::make_fingerprint("cleanup.safety", "basic", harness::problem_shape(known_problem)).id,
+      "upstream bug 12");
+  add("prefix.unique/basic/0123456789ab", "flaky once in a while");
+  RunResult r;
+  r.seed = 7;
+  r.tally.buckets().set_baseline(base);
+  r.add(Trial("basic", 0, {Check("cleanup.safety", Verdict::kInvalid, {known_problem}),
+                           Check("prefix.unique", Verdict::kValid),
+                           Check("cleanup.no-leak", Verdict::kValid)}));
+  r.add(Trial("basic", 1, {Check("cleanup.safety", Verdict::kValid), Check("prefix.unique", Verdict::kValid),
+                           Check("cleanup.no-leak", Verdict::kInvalid, {new_problem})}));
+  const std::string x = junit_xml(r);
+  EXPECT_NE(x.find("name=\"" + BucketCase("basic", "cleanup.safety", known_problem) +
+                   "\">\n      <skipped type=\"known\" message=\"known failure, recurred in 1 of 2 trials: "
+                   "upstream bug 12\""),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("name=\"" + BucketCase("basic", "cleanup.no-leak", new_problem) +
+                   "\">\n      <failure type=\"invalid\""),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"prefix.unique\"/>"), std::string::npos) << x;
+  EXPECT_NE(x.find("<testcase classname=\"basic\" name=\"prefix.unique/0123456789ab\">\n      "
+                   "<system-out>Known failure prefix.unique/basic/0123456789ab did not recur in 2 trials "
+                   "(flaky once in a while)."),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("name=\"basic\" tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\""), std::string::npos)
+      << x;
+  EXPECT_EQ(r.exit_code(), 1);  // the new bucket
+  if (::access(kXmllint, X_OK) != 0) GTEST_SKIP() << "xmllint not installed";
+  TempDir dir;
+  const std::string file = dir.path() + "/junit.xml";
+  std::string err;
+  ASSERT_TRUE(write_file_atomic(file, x, &err)) << err;
+  auto [rc, out] = Shell(std::string(kXmllint) + " --noout --schema " + Schema() + " " + file);
+  EXPECT_EQ(rc, 0) << out;
 }
 
 TEST(WriteFileAtomic, ReplacesWholeFileReadableByOthers) {

@@ -163,6 +163,11 @@ void LiveEndpoint::set(const std::vector<MetricFamily>& families) {
 
 // --- the wiring --------------------------------------------------------------------
 
+std::vector<std::pair<std::string, std::string>> push_grouping(const harness::RunResult& r) {
+  return {{"subject", r.subject},
+          {"instance", "shard-" + std::to_string(r.shard_index) + "-of-" + std::to_string(r.shard_count)}};
+}
+
 std::shared_ptr<LiveReporting> LiveReporting::start(const LiveOptions& o, std::string* err,
                                                     int* rc) {
   std::shared_ptr<LiveReporting> live(new LiveReporting());
@@ -230,7 +235,7 @@ int LiveReporting::finish(const harness::RunResult& r, int exit_code) {
   const auto families = metrics_families(r, mo);
   if (endpoint_) endpoint_->set(families);
   if (push_) {
-    const std::string path = push_path(*push_, "shmstress", {{"subject", r.subject}});
+    const std::string path = push_path(*push_, "shmstress", push_grouping(r));
     std::string err;
     if (http_push(*push_, "POST", path, metrics_text(families), push_timeout_s_, &err)) {
       std::printf("pushgateway: pushed to %s%s\n", push_url_.c_str(), path.substr(push_->path_prefix.size()).c_str());

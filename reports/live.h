@@ -81,6 +81,12 @@ std::string push_path(const PushTarget& t, const std::string& job,
 bool http_push(const PushTarget& t, const std::string& method, const std::string& path,
                const std::string& body, double timeout_s, std::string* err);
 
+// The push's grouping key besides job="shmstress": the subject and the shard,
+// as instance="shard-<i>-of-<n>" ("shard-0-of-1" for an unsharded run), so
+// the shards of one nightly each keep their own group (and their own
+// last_success) instead of overwriting each other.
+std::vector<std::pair<std::string, std::string>> push_grouping(const harness::RunResult& r);
+
 // --- what `shmstress run` wires in (cli/run.cc) -----------------------------
 struct LiveOptions {
   std::string listen;       // --listen HOST:PORT
@@ -101,8 +107,8 @@ class LiveReporting : public harness::RunSubscriber {
   ~LiveReporting() override;
   void trial_finished(const harness::TrialResult& t, const harness::RunResult& so_far) override;
   // The end of the run, its exit code final: the endpoint serves the final
-  // values, then the metrics are pushed (POST, grouped by job="shmstress" and
-  // subject). last_success_timestamp_seconds is sent only when exit_code is 0,
+  // values, then the metrics are pushed (POST, grouped by job="shmstress",
+  // subject and instance="shard-i-of-n": push_grouping). last_success_timestamp_seconds is sent only when exit_code is 0,
   // so a failed run leaves the gateway's last success as it was. A failed
   // push prints a warning to stderr and does not change the exit code, which
   // is returned as given.

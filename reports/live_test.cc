@@ -238,13 +238,35 @@ TEST(Push, FinishSendsLastSuccessOnlyOnExitZero) {
     ASSERT_TRUE(live) << err;
     EXPECT_EQ(live->finish(SampleRun(rc), rc), rc);
     std::string req = gw.request();
-    EXPECT_TRUE(req.starts_with("POST /metrics/job/shmstress/subject/native HTTP/1.1\r\n")) << req;
+    EXPECT_TRUE(req.starts_with("POST /metrics/job/shmstress/subject/native/instance/shard-0-of-1 HTTP/1.1\r\n"))
+        << req;
     EXPECT_NE(req.find("\nshmstress_run_exit_code{subject=\"native\"} " + std::to_string(rc) + "\n"),
               std::string::npos)
         << req;
     EXPECT_NE(req.find("\nshmstress_last_run_timestamp_seconds{"), std::string::npos);
     EXPECT_EQ(req.find("shmstress_last_success_timestamp_seconds") != std::string::npos, rc == 0) << req;
     EXPECT_NE(req.find("shmstress_recovery_seconds_bucket{"), std::string::npos);
+  }
+}
+
+// Each shard pushes into its own group (instance="shard-<i>-of-<n>"), so
+// the shards of one nightly do not overwrite each other.
+TEST(Push, EachShardHasItsOwnGroup) {
+  for (int shard : {0, 3}) {
+    FakeGateway gw("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    LiveOptions o;
+    o.pushgateway = gw.url();
+    o.push_timeout = "5s";
+    std::string err;
+    int start_rc = 0;
+    auto live = LiveReporting::start(o, &err, &start_rc);
+    ASSERT_TRUE(live) << err;
+    auto r = SampleRun(0);
+    r.shard_index = shard;
+    r.shard_count = 8;
+    live->finish(r, 0);
+    EXPECT_TRUE(gw.request().starts_with("POST /metrics/job/shmstress/subject/native/instance/shard-" +
+                                         std::to_string(shard) + "-of-8 HTTP/1.1\r\n"));
   }
 }
 

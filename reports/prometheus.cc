@@ -1,8 +1,9 @@
 // Prometheus text exposition format (0.0.4) for node_exporter's textfile
 // collector, and the model (metrics_families) that the live /metrics endpoint
 // and the Pushgateway push (live.cc) render too. Labels are only scenario,
-// invariant, fault, state and subject: bounded by the catalog, never by seeds,
-// trials or pids, so a nightly soak does not grow the TSDB.
+// invariant, fault, state, status (new / known / not_recurred) and subject:
+// bounded by the catalog, never by seeds, trials, pids or fingerprints, so a
+// nightly soak does not grow the TSDB.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -146,6 +147,29 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
   invariants(family("inconclusive_total", "counter",
                     "Trials of the last run in which the invariant could not be decided."),
              false);
+  // Triage: violations by whether their bucket is new or known to the
+  // baseline (only (scenario, invariant) pairs that were violated), and
+  // buckets by status (always both; not_recurred only with a baseline).
+  {
+    MetricFamily& f = family("triaged_violations_total", "counter",
+                             "Trials of the last run in which the invariant was violated, by whether the "
+                             "violation's bucket is new or known to the baseline.");
+    for (const auto& [name, s] : scenarios) {
+      for (const auto& [inv, cell] : s.invariants) {
+        if (cell.invalid == 0) continue;
+        for (const auto& [status, n] : {std::pair{"new", cell.invalid_new}, std::pair{"known", cell.invalid_known}})
+          value(f, {{"scenario", name}, {"invariant", inv}, {"status", status}, {"subject", subject}},
+                static_cast<double>(n));
+      }
+    }
+    MetricFamily& b = family("buckets", "gauge",
+                             "Distinct failure buckets (fingerprints) of the last run, by status: new, known to "
+                             "the baseline, or known but not seen this run (not_recurred).");
+    value(b, {{"status", "new"}, {"subject", subject}}, static_cast<double>(tally.buckets().count(false)));
+    value(b, {{"status", "known"}, {"subject", subject}}, static_cast<double>(tally.buckets().count(true)));
+    if (o.not_recurred)
+      value(b, {{"status", "not_recurred"}, {"subject", subject}}, static_cast<double>(*o.not_recurred));
+  }
   by_key(family("faults_total", "counter", "Faults injected in the last run, by kind."), "fault",
          [](const S& s) -> const auto& { return s.faults; });
   by_key(family("reached_total", "counter",
@@ -167,6 +191,17 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
   value(family("run_in_progress", "gauge",
                "1 while a run is still going (a live soak), 0 once it finished."),
         {{"subject", subject}}, o.in_progress ? 1 : 0);
+  if (o.progress) {
+    value(family("run_progress_ratio", "gauge",
+                 "How far the run is: trials done of those planned, or time elapsed of a soak's "
+                 "duration (0 to 1)."),
+          {{"subject", subject}}, *o.progress);
+  }
+  if (o.concurrency > 0) {
+    value(family("concurrency", "gauge",
+                 "Trials the run keeps going at once: the adaptive target, or --parallel."),
+          {{"subject", subject}}, o.concurrency);
+  }
   if (!o.in_progress) {
     value(family("run_exit_code", "gauge",
                  "Exit code of the last run (0 ok, 1 violation, 3 harness failure, 4 inconclusive)."),
@@ -189,7 +224,11 @@ std::vector<MetricFamily> metrics_families(const MetricsTally& tally, const std:
 }
 
 std::vector<MetricFamily> metrics_families(const harness::RunResult& r, const MetricsOptions& o) {
-  return metrics_families(r.tally, r.subject, r.elapsed, o);
+  MetricsOptions with = o;
+  if (!with.progress) with.progress = r.progress(!o.in_progress);
+  if (with.concurrency == 0) with.concurrency = r.concurrency.now;
+  if (!with.not_recurred && r.tally.buckets().baseline()) with.not_recurred = r.known_not_recurred().size();
+  return metrics_families(r.tally, r.subject, r.elapsed, with);
 }
 
 std::string metrics_text(const std::vector<MetricFamily>& families) {

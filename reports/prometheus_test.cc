@@ -265,6 +265,9 @@ TEST(Metrics, TallyIsIncremental) {
   RunResult r = Sample2();
   MetricsOptions o;
   o.now_s = 1700000000;
+  // What only the RunResult knows, given alike to both.
+  o.progress = 1;
+  o.concurrency = 4;
   MetricsTally tally;
   for (const auto& t : Sample2Trials()) tally.add(t);
   EXPECT_EQ(tally.trials(), 3u);
@@ -274,14 +277,48 @@ TEST(Metrics, TallyIsIncremental) {
 TEST(Metrics, LowCardinalityLabelsOnly) {
   MetricsOptions o;
   auto e = Parse(metrics_text(Sample2(), o));
-  const std::set<std::string> allowed = {"scenario", "invariant", "fault",
-                                         "state",    "subject",   "le"};
+  const std::set<std::string> allowed = {"scenario", "invariant", "fault", "state",
+                                         "status",   "subject",   "le"};
   for (const auto& s : e.samples) {
     for (const auto& [k, v] : s.labels) {
       EXPECT_TRUE(allowed.contains(k)) << s.name << " has label " << k;
       EXPECT_EQ(v.find("1234567"), std::string::npos) << "a seed leaked into " << s.name;
     }
   }
+}
+
+// Violations by new / known and buckets by status: labels from a closed set,
+// never a fingerprint; known-not-recurred only with a baseline.
+TEST(Metrics, ViolationsAndBucketsByNewOrKnown) {
+  RunResult plain = Sample2();
+  auto e = Parse(metrics_text(plain, MetricsOptions{}));
+  using Labels = std::map<std::string, std::string>;
+  const Labels l = {{"scenario", "kill-holder"}, {"invariant", "prefix.unique"}, {"subject", "native"}};
+  auto with = [](Labels x, const char* status) {
+    x["status"] = status;
+    return x;
+  };
+  // No baseline: every violation is new.
+  EXPECT_EQ(e.get("shmstress_triaged_violations_total", with(l, "new")), 1);
+  EXPECT_EQ(e.get("shmstress_triaged_violations_total", with(l, "known")), 0);
+  EXPECT_EQ(e.get("shmstress_buckets", {{"status", "new"}, {"subject", "native"}}), 1);
+  EXPECT_EQ(e.get("shmstress_buckets", {{"status", "known"}, {"subject", "native"}}), 0);
+  EXPECT_FALSE(e.get("shmstress_buckets", {{"status", "not_recurred"}, {"subject", "native"}}));
+  // A baseline that knows it, and one more of kill-holder that did not recur.
+  auto base = std::make_shared<harness::Baseline>();
+  for (const auto& b : plain.tally.buckets().buckets()) base->known[b.first].fingerprint = b.first;
+  base->known["cleanup.safety/kill-holder/0123456789ab"].fingerprint = "cleanup.safety/kill-holder/0123456789ab";
+  base->known["cleanup.safety/other/0123456789ab"].fingerprint = "cleanup.safety/other/0123456789ab";
+  RunResult r;
+  r.subject = "native";
+  r.tally.buckets().set_baseline(base);
+  for (const auto& t : Sample2Trials()) r.add(t);
+  e = Parse(metrics_text(r, MetricsOptions{}));
+  EXPECT_EQ(e.get("shmstress_triaged_violations_total", with(l, "new")), 0);
+  EXPECT_EQ(e.get("shmstress_triaged_violations_total", with(l, "known")), 1);
+  EXPECT_EQ(e.get("shmstress_buckets", {{"status", "known"}, {"subject", "native"}}), 1);
+  // Only the one of a scenario this run ran.
+  EXPECT_EQ(e.get("shmstress_buckets", {{"status", "not_recurred"}, {"subject", "native"}}), 1);
 }
 
 TEST(Metrics, LastSuccessOnlyWhenTheRunSucceeded) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -66,6 +67,67 @@ std::string histogram_svg(const std::string& title, const harness::QuantileSketc
   s += "<text x=\"10\" y=\"118\">" + fmt(std::pow(10, lo), "%.3g") + " ms</text><text x=\"410\" y=\"118\" "
        "text-anchor=\"end\">" + fmt(std::pow(10, hi), "%.3g") + " ms</text></svg></figure>";
   return s;
+}
+
+// A trial dir relative to the page's dir (report.html sits in out_dir), so
+// links work from a CI artifact; empty if there is no such path.
+std::string relative_dir(const std::string& dir, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty() || out_dir.empty()) return "";
+  if (dir.rfind(out_dir + "/", 0) == 0) return dir.substr(out_dir.size() + 1);
+  const fs::path d(dir), o(out_dir);
+  if (!d.is_absolute() || !o.is_absolute()) return "";
+  return d.lexically_relative(o).string();
+}
+
+std::string links(const std::string& dir, const std::string& out_dir) {
+  const std::string rel = relative_dir(dir, out_dir);
+  if (rel.empty()) return "";
+  return " · <a href=\"" + esc(rel) + "/timeline.html\">timeline</a> · <a href=\"" + esc(rel) + "/\">trial dir</a>";
+}
+
+// Triage: one row per bucket, new ones first; the baseline's entries that did not recur.
+std::string buckets_html(const harness::RunResult& r) {
+  const auto& bt = r.tally.buckets();
+  const auto buckets = buckets_in_order(r);
+  std::string h = "<h2>Buckets</h2>";
+  if (buckets.empty() && !bt.baseline()) return h + "<p class=muted>no violations</p>";
+  h += "<p>" + std::to_string(bt.count(false)) + " new, " + std::to_string(bt.count(true)) +
+       " known" + (bt.baseline() ? " (baseline " + esc(bt.baseline()->file) + ")" : " (no baseline: every bucket is new)") +
+       ". A bucket is every violation with the same fingerprint: invariant, scenario and the shape of the problem "
+       "(pids, times, paths and numbers stripped).</p>";
+  if (!buckets.empty()) {
+    h += "<table><tr><th>status</th><th class=s>fingerprint</th><th>trials</th><th>first..last</th><th class=s>example</th></tr>";
+    std::size_t shown = 0;
+    for (const auto* b : buckets) {
+      if (shown++ >= 200) break;
+      h += std::string("<tr><td class=\"") + (b->known ? "unknown" : "invalid") + "\">" + (b->known ? "known" : "new") +
+           "</td><td class=s><code>" + esc(b->fingerprint) + "</code></td><td>" + std::to_string(b->trials) +
+           "</td><td>" + std::to_string(b->first_trial) + ".." + std::to_string(b->last_trial) + "</td><td class=s>" +
+           esc(b->example_problem) + "<br>trial " + std::to_string(b->example_trial) + links(b->example_dir, r.out_dir) +
+           "<br><code>" + esc(b->reproduce) + "</code>";
+      if (b->known) h += "<br>known: " + esc(b->known_reason);
+      if (!b->shrunk.empty()) h += "<br>shrunk: <code>" + esc(b->shrunk) + "</code>";
+      h += "</td></tr>";
+    }
+    h += "</table>";
+    if (buckets.size() > 200) h += "<p>(" + std::to_string(buckets.size() - 200) + " more in summary.json)</p>";
+  }
+  if (bt.overflow() > 0)
+    h += "<p>" + std::to_string(bt.overflow()) + " violations past the cap of " +
+         std::to_string(harness::BucketTally::kMaxBuckets) + " buckets: counted, not bucketed.</p>";
+  if (bt.baseline()) {
+    const auto gone = r.known_not_recurred();
+    if (!gone.empty()) {
+      h += "<p>Known, did not recur:</p><ul>";
+      for (const auto* k : gone) h += "<li><code>" + esc(k->fingerprint) + "</code>: " + esc(k->reason) + "</li>";
+      h += "</ul>";
+    }
+    for (const auto& k : bt.baseline()->expired)
+      h += "<p class=unknown>baseline entry expired " + harness::day_text(*k.expires) + ", counts as new again: <code>" +
+           esc(k.fingerprint) + "</code> (" + esc(k.reason) + ")</p>";
+  }
+  return h;
 }
 
 }  // namespace
@@ -133,6 +195,7 @@ std::string report_html(const harness::RunResult& r) {
     }
     if (!notes.empty()) h += "<h2>Excuses, history errors, expectations</h2><ul>" + notes + "</ul>";
   }
+  h += buckets_html(r);
   h += "<h2>Violations and inconclusive trials</h2>";
   // The first 200 (trial, invariant) lines of the listed failing trials; the
   // rest, and those past the --max-kept cap, are counted.
@@ -142,11 +205,7 @@ std::string report_html(const harness::RunResult& r) {
     for (const auto& c : t.checks) {
       if (c.verdict == Verdict::kValid || !c.excused.empty() || shown >= 200) continue;
       ++shown;
-      std::string link;
-      if (t.kept && !t.dir.empty() && t.dir.rfind(r.out_dir + "/", 0) == 0) {
-        std::string rel = t.dir.substr(r.out_dir.size() + 1);
-        link = " · <a href=\"" + esc(rel) + "/timeline.html\">timeline</a> · <a href=\"" + esc(rel) + "/\">trial dir</a>";
-      }
+      const std::string link = t.kept ? links(t.dir, r.out_dir) : "";
       items += std::string("<li><span class=\"badge ") + css_class(c.verdict) + "\">" + harness::verdict_name(c.verdict) +
                "</span> <b>" + esc(c.invariant) + "</b> in " + esc(t.scenario) + " trial " + std::to_string(t.trial) +
                link + "<br>";

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <expected>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,6 +30,17 @@ bool write_summary(const harness::RunResult& r, const std::string& path);
 // Subscriber: rewrites the run dir's summary.json after every trial (a
 // --duration soak), so a soak killed by SIGKILL still leaves one.
 std::shared_ptr<harness::RunSubscriber> live_summary();
+// One bucket as summary.json lists it (docs/reports.md, "Triage").
+nlohmann::json bucket_json(const harness::Bucket& b);
+// The run's buckets as every report lists them: new ones first, then by
+// trials (most first), then by fingerprint.
+std::vector<const harness::Bucket*> buckets_in_order(const harness::RunResult& r);
+
+// --- summary_read.cc ----------------------------------------------------------
+// A run read back from its summary.json (what `merge` adds up): counters,
+// buckets, the baseline they were classified with, the listed failing trials.
+// An error names the key that is missing or wrong.
+std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json& j);
 
 // Per scenario: trials, and per invariant how many trials failed it and the
 // worst verdict. Shared by the console table and report.html (console.cc).
@@ -56,6 +68,9 @@ bool write_report_html(const harness::RunResult& r, const std::string& path);
 using Progress = harness::Progress;
 void console_progress(std::FILE* out, const Progress& p, bool tty, bool color);
 void console_summary(std::FILE* out, const harness::RunResult& r, bool color);
+// The buckets part of console_summary: each with its count, trial range,
+// example problem and reproduce command; known buckets that did not recur.
+void console_buckets(std::FILE* out, const harness::RunResult& r, bool color);
 // Subscriber: the progress line, at most every 200 ms on a TTY (else a plain
 // line every 5 s), always the final one, then a line break on a TTY.
 std::shared_ptr<harness::RunSubscriber> progress_line(std::FILE* out, bool tty, bool color);
@@ -91,6 +106,12 @@ struct MetricsOptions {
   // succeeded) repeats them, so the series keep meaning "when did a run last
   // finish / succeed" instead of vanishing.
   std::optional<double> previous_run, previous_success;
+  // From the RunResult, when there is one (metrics_families(RunResult, ...)
+  // fills them): how far along the run is (0..1), trials at once, and the
+  // baseline's known buckets that did not recur (only with a baseline).
+  std::optional<double> progress;
+  int concurrency = 0;
+  std::optional<std::size_t> not_recurred;
 };
 
 // The one model every Prometheus output renders: the textfile (metrics_text),

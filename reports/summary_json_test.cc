@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <random>
 
+#include "harness/triage.h"
 #include "reports/reports.h"
 
 namespace reports {
@@ -112,6 +113,11 @@ nlohmann::json Reference(const RunResult& r, const std::vector<TrialResult>& tri
                           {"trial", t.trial},         {"seed", t.seed},
                           {"run_seed", t.run_seed},   {"trial_dir", t.dir},
                           {"reproduce", t.reproduce}, {"problems", c.problems}};
+      if (c.verdict == Verdict::kInvalid) {  // no baseline: every bucket is new
+        v["fingerprints"] = nlohmann::json::array();
+        for (const auto& f : harness::violation_fingerprints(t.scenario, c)) v["fingerprints"].push_back(f.id);
+        v["status"] = "new";
+      }
       j[c.verdict == Verdict::kInvalid ? "violations" : "unknown"].push_back(std::move(v));
     }
     if (!t.unavailable.empty())
@@ -146,11 +152,19 @@ RunResult MakeRun(const std::vector<TrialResult>& trials, std::size_t cap) {
   return r;
 }
 
+// summary.json without what triage, the adaptive concurrency and `merge` added.
+nlohmann::json Core(nlohmann::json j) {
+  for (const char* k : {"buckets", "new_buckets", "known_buckets", "buckets_overflow", "baseline", "out_dir",
+                        "max_kept", "planned", "duration_s", "expect_reached", "concurrency", "tally"})
+    j.erase(k);
+  return j;
+}
+
 TEST(SummaryJson, SameAsFromEveryTrial) {
   auto trials = Trials(300, 3, 1);  // 900 latencies each: the sketches are still exact
   RunResult r = MakeRun(trials, 0);
   ASSERT_TRUE(r.tally.acquire_ms().exact());
-  nlohmann::json got = summary_json(r), want = Reference(r, trials);
+  nlohmann::json got = Core(summary_json(r)), want = Reference(r, trials);
   EXPECT_EQ(got, want) << "got:\n" << got.dump(1) << "\nwant:\n" << want.dump(1);
   EXPECT_FALSE(got.contains("unlisted"));
   EXPECT_GT(got["violations"].size(), 10u) << "the sample should violate";
@@ -162,7 +176,7 @@ TEST(SummaryJson, SameAsFromEveryTrial) {
 TEST(SummaryJson, ListsUpToTheCapAndCountsTheRest) {
   auto trials = Trials(300, 3, 2);
   RunResult r = MakeRun(trials, 10);
-  nlohmann::json got = summary_json(r);
+  nlohmann::json got = Core(summary_json(r));
   std::vector<TrialResult> first_failing;
   for (const auto& t : trials) {
     if (t.failing() && first_failing.size() < 10) first_failing.push_back(t);
@@ -207,6 +221,99 @@ TEST(SummaryJson, QuantilesWithinTheSketchErrorPastItsExactPhase) {
           << op << " " << p;
     }
   }
+}
+
+// Buckets: one per (scenario, invariant, problem shape), with the count of
+// violations that showed it, the trial range and the first one as example.
+TEST(SummaryJson, BucketsGroupViolationsByFingerprint) {
+  RunResult r;
+  auto trial = [](int n, const std::string& problem) {
+    TrialResult t;
+    t.scenario = "kill-holder";
+    t.trial = n;
+    t.seed = 100 + n;
+    t.dir = "/runs/r/kill-holder/trial-" + std::to_string(n);
+    t.reproduce = "shmstress run k.toml --seed 5 --trial " + std::to_string(n);
+    CheckResult c;
+    c.invariant = "cleanup.safety";
+    c.verdict = Verdict::kInvalid;
+    c.problems = {problem};
+    t.checks = {c};
+    t.verdict = Verdict::kInvalid;
+    return t;
+  };
+  // The same flaw, other pids, times and names; then another flaw.
+  r.add(trial(7, "cleanup by job 1 rank 0 (pid 4242) (+1.5ms to +2.0ms) removed /shm.t7.000001_barrier while job 0 rank 1 (pid 4240) held prefix 1"));
+  r.add(trial(3, "cleanup by job 2 rank 1 (pid 977) (+10.25ms to +11.0ms) removed /shm.t3.000000_locals while job 1 rank 0 (pid 975) held prefix 0"));
+  r.add(trial(12, "cleanup by job 0 rank 0 (pid 12) (+3.0ms to +3.5ms) removed /x, which belongs to another user"));
+  nlohmann::json j = summary_json(r);
+  ASSERT_EQ(j["buckets"].size(), 2u) << j["buckets"].dump(1);
+  EXPECT_EQ(j["new_buckets"], 2);
+  EXPECT_EQ(j["known_buckets"], 0);
+  const auto& b = j["buckets"][0];
+  EXPECT_EQ(b["trials"], 2);
+  EXPECT_EQ(b["first_trial"], 3);
+  EXPECT_EQ(b["last_trial"], 7);
+  EXPECT_EQ(b["example_trial"], 7);  // the first to finish
+  EXPECT_EQ(b["status"], "new");
+  EXPECT_EQ(b["shape"],
+            "cleanup by job <n> rank <n> (pid <n>) (<t> to <t>) removed <path> while job <n> rank <n> (pid <n>) "
+            "held prefix <n>");
+  EXPECT_EQ(b["reproduce"], "shmstress run k.toml --seed 5 --trial 7");
+  EXPECT_EQ(b["trial_dir"], "/runs/r/kill-holder/trial-7");
+  EXPECT_TRUE(harness::parse_fingerprint(b["fingerprint"].get<std::string>()));
+  EXPECT_TRUE(b["fingerprint"].get<std::string>().starts_with("cleanup.safety/kill-holder/"));
+  EXPECT_EQ(j["buckets"][1]["trials"], 1);
+  EXPECT_EQ(j["violations"][0]["fingerprints"][0], b["fingerprint"]);
+}
+
+// What `merge` reads back is the run that was written: summary_json of it is
+// the same (up to the order of the listed trials).
+TEST(SummaryRead, RoundTripsTheRun) {
+  auto trials = Trials(3000, 2, 4);  // past kExact: the sketches are bucketed
+  RunResult r = MakeRun(trials, 30);
+  r.out_dir = "/runs/r";
+  r.planned = 3000;
+  r.concurrency.adaptive = true;
+  r.concurrency.now = 12;
+  auto base = std::make_shared<harness::Baseline>();
+  base->file = "known.txt";
+  const std::string fp = r.tally.buckets().buckets().begin()->first;
+  base->known[fp] = harness::KnownFailure{fp, "known since the dawn of time", harness::parse_day("2030-01-02"), 3};
+  RunResult rb = MakeRun({}, 30);
+  rb.tally.buckets().set_baseline(base);
+  for (const auto& t : trials) rb.add(t);
+  rb.out_dir = r.out_dir;
+  for (const RunResult* run : {&r, &rb}) {
+    const nlohmann::json want = summary_json(*run);
+    auto back = read_summary(want);
+    ASSERT_TRUE(back) << back.error();
+    nlohmann::json got = summary_json(*back);
+    for (auto* j : {&got, const_cast<nlohmann::json*>(&want)}) {
+      for (const char* k : {"violations", "unknown", "skipped", "harness_errors"}) {
+        if (!j->contains(k)) continue;
+        auto& a = (*j)[k];
+        std::sort(a.begin(), a.end(), [](const auto& x, const auto& y) { return x.dump() < y.dump(); });
+      }
+    }
+    EXPECT_EQ(got, want) << "got:\n" << got.dump(1).substr(0, 4000);
+    EXPECT_EQ(back->exit_code(), run->exit_code());
+  }
+}
+
+TEST(SummaryRead, NamesTheKeyThatIsWrong) {
+  RunResult r = MakeRun(Trials(20, 1, 5), 0);
+  nlohmann::json j = summary_json(r);
+  j["tally"]["scenarios"]["basic"]["trials"] = "many";
+  auto back = read_summary(j);
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error(), "tally.scenarios.basic.trials has the wrong type (string)");
+  j = summary_json(r);
+  j.erase("tally");
+  EXPECT_NE(read_summary(j).error().find("no \"tally\""), std::string::npos);
+  j = summary_json(r);
+  j["shard"] = "3/2";
+  EXPECT_EQ(read_summary(j).error(), "summary.shard '3/2' is not i/n");
 }
 
 }  // namespace
