@@ -275,7 +275,7 @@ std::expected<std::string, std::string> save_regression(const ShrinkResult& r, c
       "description",
       "Regression for " + ids + ": " + r.invariant + " failed in " + scenario + " with \"" + fp.shape +
           "\". Shrunk by `shmstress shrink` from " + trial_dir + " (" + r.original.to_string() + ") to " +
-          r.minimal.to_string() + "; it must hold against a fixed subject. Reproduce the original: " + r.reproduce);
+          r.minimal.to_string() + "; it must hold against a fixed subject. Reproduce the failure with the flawed subject: " + r.reproduce);
   // The catalog checks what the original scenario checked, as often.
   for (const char* key : {"invariants", "trials"}) {
     if (auto* v = original.get(key)) {

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The live Prometheus outputs against the real thing (docs/reports.md): Debian's
 # prometheus scrapes a run's --listen endpoint and (honor_labels) a real
-# prometheus-pushgateway that the run pushes to; a green soak, then a run of a
-# known-bad worker; the values are read back through Prometheus' HTTP API, and
-# every panel query of reports/grafana/shmstress.json must return data.
+# prometheus-pushgateway that the runs push to; a green soak in two shards
+# (each pushes into its own group, instance="shard-i-of-2", and both must be
+# queryable), then runs of a known-bad worker, the second against a baseline
+# written from the first (new and known failures); the values are read back
+# through Prometheus' HTTP API, and every panel query of
+# reports/grafana/shmstress.json must return data.
 #   prometheus.sh SHMSTRESS KNOWN_BAD_WORKER   (known bad: cleanup-no-liveness)
 # Both daemons listen on 127.0.0.1 only, on free ports, with their storage in
 # the scratch dir; only the pids this script started are stopped (on EXIT).
@@ -89,33 +92,53 @@ wait_for() {
 wait_for 30 'up{job="pushgateway"} == 1'
 echo "prometheus and pushgateway up after $((SECONDS - t0)) s"
 
-# A green soak, served live and pushed at the end.
+# A green soak in two shards at once (same seed), shard 0 served live; both push at the end.
 green_start=$(date +%s.%N)
 set +e
-"$S" run scenarios/basic.toml scenarios/kill-holder.toml --duration 15s --out "$SCRATCH/green" \
-  --listen "127.0.0.1:$LISTEN" --pushgateway "http://127.0.0.1:$PGW" >"$SCRATCH/green.log" 2>&1
+"$S" run scenarios/basic.toml scenarios/kill-holder.toml --duration 15s --seed 7 --shard 0/2 --out "$SCRATCH/green" \
+  --listen "127.0.0.1:$LISTEN" --pushgateway "http://127.0.0.1:$PGW" >"$SCRATCH/green.log" 2>&1 &
+shard0=$!
+"$S" run scenarios/basic.toml scenarios/kill-holder.toml --duration 15s --seed 7 --shard 1/2 --out "$SCRATCH/green1" \
+  --pushgateway "http://127.0.0.1:$PGW" >"$SCRATCH/green1.log" 2>&1
+rc1=$?
+wait $shard0
 rc=$?
 set -e
-[[ $rc -eq 0 ]] || { tail -30 "$SCRATCH/green.log"; fail "the green run exited $rc"; }
+[[ $rc -eq 0 ]] || { tail -30 "$SCRATCH/green.log"; fail "the green run (shard 0/2) exited $rc"; }
+[[ $rc1 -eq 0 ]] || { tail -30 "$SCRATCH/green1.log"; fail "the green run (shard 1/2) exited $rc1"; }
 grep -q "^metrics: serving http://127.0.0.1:$LISTEN/metrics" "$SCRATCH/green.log" || fail "no 'serving' line"
-grep -q "^pushgateway: pushed to http://127.0.0.1:$PGW/metrics/job/shmstress/subject/native" "$SCRATCH/green.log" ||
-  { tail "$SCRATCH/green.log"; fail "the green run did not push"; }
-wait_for 15 'shmstress_run_exit_code{job="shmstress"} == 0'
-success=$(value 'shmstress_last_success_timestamp_seconds{job="shmstress",subject="native"}')
-[[ -n $success ]] || fail "no last_success after the green run"
-echo "green run done after $((SECONDS - t0)) s"
+for i in 0 1; do
+  log=$SCRATCH/green.log; [[ $i -eq 1 ]] && log=$SCRATCH/green1.log
+  grep -q "^pushgateway: pushed to http://127.0.0.1:$PGW/metrics/job/shmstress/subject/native/instance/shard-$i-of-2" "$log" ||
+    { tail "$log"; fail "shard $i/2 did not push into its own group"; }
+done
+wait_for 15 'count(shmstress_last_success_timestamp_seconds{job="shmstress",instance=~"shard-[01]-of-2"}) == 2'
+echo "green run (2 shards) done after $((SECONDS - t0)) s"
 
-# A known-bad worker: violations, live and pushed; the last success must stay.
+# A known-bad worker: a first run, a baseline written from it (plus an entry
+# that will not recur), then a run against it with one more scenario: its
+# buckets are new, basic's known. Violations live and pushed; the green
+# shards' last success must stay.
 red_start=$(date +%s.%N)
 set +e
-"$S" run scenarios/basic.toml --duration 6s --worker-bin "$W" --out "$SCRATCH/red" \
+"$S" run scenarios/basic.toml --duration 5s --seed 8 --worker-bin "$W" --out "$SCRATCH/red0" >"$SCRATCH/red0.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || { tail -30 "$SCRATCH/red0.log"; fail "the first known-bad run exited $rc, expected 1"; }
+"$S" baseline "$SCRATCH/red0" -o "$SCRATCH/known.txt" --reason "the known-bad worker of this test" 2>/dev/null
+echo "cleanup.safety/basic/0123456789ab  never  an entry that does not recur" >>"$SCRATCH/known.txt"
+set +e
+"$S" run scenarios/basic.toml scenarios/kill-holder.toml --duration 6s --seed 9 --worker-bin "$W" \
+  --baseline "$SCRATCH/known.txt" --out "$SCRATCH/red" \
   --listen "127.0.0.1:$LISTEN" --pushgateway "http://127.0.0.1:$PGW" >"$SCRATCH/red.log" 2>&1
 rc=$?
 set -e
-[[ $rc -eq 1 ]] || { tail -30 "$SCRATCH/red.log"; fail "the known-bad run exited $rc, expected 1"; }
-grep -q "^pushgateway: pushed to" "$SCRATCH/red.log" || fail "the known-bad run did not push"
-wait_for 15 'shmstress_run_exit_code{job="shmstress"} == 1'
-echo "known-bad run done after $((SECONDS - t0)) s"
+[[ $rc -eq 1 ]] || { tail -30 "$SCRATCH/red.log"; fail "the known-bad run exited $rc, expected 1 (new buckets in kill-holder)"; }
+grep -q "^pushgateway: pushed to .*/instance/shard-0-of-1" "$SCRATCH/red.log" || fail "the known-bad run did not push"
+grep -q "^known, did not recur: cleanup.safety/basic/0123456789ab" "$SCRATCH/red.log" ||
+  { grep -A3 '^buckets' "$SCRATCH/red.log"; fail "the console does not name the known failure that did not recur"; }
+wait_for 15 'shmstress_run_exit_code{job="shmstress",instance="shard-0-of-1"} == 1'
+echo "known-bad runs done after $((SECONDS - t0)) s"
 
 check() {  # check DESCRIPTION PYTHON-CONDITION-ON-v EXPR
   local v
@@ -127,11 +150,29 @@ check() {  # check DESCRIPTION PYTHON-CONDITION-ON-v EXPR
 # Pushed (job="shmstress", kept by honor_labels).
 check "trials pushed" 'v > 0' 'sum(shmstress_trials_total{job="shmstress"})'
 check "violations pushed" 'v > 0' \
-  'shmstress_violations_total{job="shmstress",scenario="basic",invariant="cleanup.safety",subject="native"}'
-check "last success kept from the green run" "$green_start - 1 <= v <= $red_start" \
-  'shmstress_last_success_timestamp_seconds{job="shmstress",subject="native"}'
+  'shmstress_violations_total{job="shmstress",scenario="basic",invariant="cleanup.safety",subject="native",instance="shard-0-of-1"}'
+# Shards: each in its own group, both queryable, each with its own last success.
+check "both shards pushed" 'v == 2' \
+  'count(count by (instance) (shmstress_trials_total{job="shmstress",instance=~"shard-[01]-of-2"}))'
+check "trials of shard 1/2" 'v > 0' 'sum(shmstress_trials_total{job="shmstress",instance="shard-1-of-2"})'
+for i in 0 1; do
+  check "last success of shard $i/2 kept from the green run" "$green_start - 1 <= v <= $red_start" \
+    "shmstress_last_success_timestamp_seconds{job=\"shmstress\",subject=\"native\",instance=\"shard-$i-of-2\"}"
+done
+check "shard progress at the end" 'v == 1' 'min(shmstress_run_progress_ratio{job="shmstress",instance=~"shard-[01]-of-2"})'
+check "no last success for the known-bad group" 'v == 0' \
+  'count(shmstress_last_success_timestamp_seconds{job="shmstress",instance="shard-0-of-1"}) or vector(0)'
 check "last run is the known-bad one" "v >= $red_start" \
-  'shmstress_last_run_timestamp_seconds{job="shmstress",subject="native"}'
+  'shmstress_last_run_timestamp_seconds{job="shmstress",subject="native",instance="shard-0-of-1"}'
+# New vs known (the baseline): basic's buckets known, kill-holder's new.
+check "known violations pushed" 'v > 0' \
+  'sum(shmstress_triaged_violations_total{job="shmstress",scenario="basic",status="known"})'
+check "new violations pushed" 'v > 0' \
+  'sum(shmstress_triaged_violations_total{job="shmstress",scenario="kill-holder",status="new"})'
+check "new buckets" 'v > 0' 'shmstress_buckets{job="shmstress",instance="shard-0-of-1",status="new"}'
+check "known buckets" 'v > 0' 'shmstress_buckets{job="shmstress",instance="shard-0-of-1",status="known"}'
+check "known buckets that did not recur" 'v >= 1' \
+  'shmstress_buckets{job="shmstress",instance="shard-0-of-1",status="not_recurred"}'
 # Scraped live during the runs (the target is down again now, so over time).
 check "live endpoint scraped in progress" 'v == 1' 'max(max_over_time(shmstress_run_in_progress{job="shmstress-live"}[5m]))'
 check "live trials" 'v > 0' 'max(max_over_time(shmstress_trials_total{job="shmstress-live",scenario="kill-holder"}[5m]))'
@@ -147,7 +188,7 @@ import json, sys, urllib.parse, urllib.request
 api = sys.argv[1]
 url = api + "/series?" + urllib.parse.urlencode({"match[]": '{__name__=~"shmstress_.+"}'})
 series = json.load(urllib.request.urlopen(url, timeout=10))["data"]
-allowed = {"__name__", "job", "instance", "scenario", "invariant", "fault", "state", "subject", "le"}
+allowed = {"__name__", "job", "instance", "scenario", "invariant", "fault", "state", "status", "subject", "le"}
 labels = {k for s in series for k in s}
 if labels - allowed:
     sys.exit(f"unexpected labels: {sorted(labels - allowed)}")
