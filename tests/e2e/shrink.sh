@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # shrink turns a failing trial of a known-bad variant into a smaller scenario
-# that still violates the same invariant, and its reproduce command fails again.
+# that still violates the same invariant, and its reproduce command fails again;
+# --save writes it as a regression scenario named by the failure's fingerprint
+# (one of the run's buckets) that loads, and holds against the native subject.
 source "$(dirname "$0")/lib.sh"
 S=$1 W=$2
 "$S" run scenarios/kill-holder.toml --trials 4 --seed 8 --worker-bin "$W" --out "$SCRATCH/run" >/dev/null 2>&1 || true
 trial=$(ls -d "$SCRATCH"/run/kill-holder/trial-* 2>/dev/null | head -1)
 [[ -n $trial ]] || fail "the known-bad variant produced no failing trial to shrink"
-"$S" shrink "$trial" --retries 3 >"$SCRATCH/shrink.txt" 2>&1 || { cat "$SCRATCH/shrink.txt"; fail "shrink failed"; }
+"$S" shrink "$trial" --retries 3 --save "$SCRATCH/regress" >"$SCRATCH/shrink.txt" 2>&1 || { cat "$SCRATCH/shrink.txt"; fail "shrink failed"; }
 cat "$SCRATCH/shrink.txt"
 [[ -f $trial/minimal.toml ]] || fail "no minimal.toml"
 orig=$(grep '^  original:' "$SCRATCH/shrink.txt" | grep -o '[0-9]* ranks' | cut -d' ' -f1)
 min=$(grep '^  minimal:' "$SCRATCH/shrink.txt" | grep -o '[0-9]* ranks' | cut -d' ' -f1)
 (( min < orig )) || fail "nothing was removed ($orig -> $min ranks)"
 inv=$(grep 'still fails with' "$SCRATCH/shrink.txt" | cut -d' ' -f1)
+saved=$(ls "$SCRATCH"/regress/regress-kill-holder-*.toml 2>/dev/null | head -1)
+[[ -n $saved ]] || fail "--save wrote no regress-kill-holder-<hash>.toml"
+hash=$(basename "$saved" .toml); hash=${hash##*-}
+grep -q "^description = .*$inv/kill-holder/$hash" "$saved" || { cat "$saved"; fail "the regression's description names no fingerprint $inv/kill-holder/$hash"; }
+buckets=$(json "$SCRATCH/run/summary.json" "' '.join(b['fingerprint'] for b in j['buckets'])")
+[[ " $buckets " == *" $inv/kill-holder/$hash "* ]] || fail "$inv/kill-holder/$hash is not one of the run's buckets [$buckets]"
+"$S" run "$saved" --trials 3 --seed 1 --out "$SCRATCH/regress-run" >"$SCRATCH/regress.log" 2>&1 ||
+  { tail -20 "$SCRATCH/regress.log"; fail "the regression scenario does not hold against the native subject"; }
+echo "saved $(basename "$saved"); it holds against the native subject"
 repro=$(grep '^reproduce:' "$SCRATCH/shrink.txt" | cut -d' ' -f2-)
 for i in 1 2 3 4 5; do
   set +e
