@@ -310,6 +310,20 @@ std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json
       t.kept = !t.dir.empty();
       t.verdict = harness::compose(t.verdict, harness::Verdict::kUnknown);
     }
+    // Trials whose events did not fit the protocol (absent when none did).
+    if (j.contains("history_errors")) {
+      const Json& history = array(j, "history_errors", w);
+      for (std::size_t k = 0; k < history.size(); ++k) {
+        const std::string we = w + ".history_errors[" + std::to_string(k) + "]";
+        harness::TrialResult& t = trial_of(history[k], we);
+        t.history_error_count = need<std::size_t>(history[k], "count", we);
+        t.history_errors = need<std::vector<std::string>>(history[k], "errors", we);
+        if (t.dir.empty()) t.dir = need<std::string>(history[k], "trial_dir", we);
+        if (t.reproduce.empty()) t.reproduce = need<std::string>(history[k], "reproduce", we);
+        t.kept = !t.dir.empty();
+        t.verdict = harness::compose(t.verdict, harness::Verdict::kUnknown);
+      }
+    }
     for (auto& t : r.listed) {
       if (auto it = r.tally.scenarios().find(t.scenario); it != r.tally.scenarios().end())
         t.scenario_file = it->second.file;
