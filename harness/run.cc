@@ -35,6 +35,18 @@ void on_tick(int) {}
 // its schedule, the first fault event of the same kind, phase and target at or
 // after its planned time (relative to the trial's start event). An action
 // whose target had already exited logged nothing and is skipped.
+// Subjects write these events and users may edit schedule.json: a field of
+// the wrong type reads as absent here (the history builder reports it as a
+// history error), never as an exception that would abort the run.
+std::string str_field(const Json& e, const char* k) {
+  auto it = e.find(k);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+std::int64_t int_field(const Json& e, const char* k, std::int64_t absent) {
+  auto it = e.find(k);
+  return it != e.end() && it->is_number_integer() ? it->get<std::int64_t>() : absent;
+}
+
 double fault_lateness_ms(const std::vector<Json>& events, const std::string& dir) {
   const Json sched = Json::parse(read_file(dir + "/schedule.json"), nullptr, false);
   if (!sched.is_object() || !sched.contains("actions") || !sched["actions"].is_array()) return 0;
@@ -42,8 +54,8 @@ double fault_lateness_ms(const std::vector<Json>& events, const std::string& dir
   std::vector<const Json*> faults;
   for (const auto& e : events) {
     if (!e.is_object() || !e.contains("t") || !e["t"].is_number()) continue;
-    const std::string type = e.value("type", "");
-    if (type == "trial" && e.value("phase", "") == "start" && start < 0) start = e["t"].get<std::int64_t>();
+    const std::string type = str_field(e, "type");
+    if (type == "trial" && str_field(e, "phase") == "start" && start < 0) start = e["t"].get<std::int64_t>();
     if (type == "fault") faults.push_back(&e);
   }
   if (start < 0) return 0;
@@ -53,14 +65,14 @@ double fault_lateness_ms(const std::vector<Json>& events, const std::string& dir
     // Timed signals only (kill, stop, continue): they are sent the moment
     // they are due, while other actions (seeds, misconfigurations) are logged
     // once the workers are spawned, which says nothing about lateness.
-    if (!a.is_object() || !a.value("after_event", Json()).is_null() || !a.contains("at_ms") ||
-        !a["at_ms"].is_number() || a.value("signal", 0) == 0)
+    if (!a.is_object() || (a.contains("after_event") && !a["after_event"].is_null()) || !a.contains("at_ms") ||
+        !a["at_ms"].is_number() || int_field(a, "signal", 0) == 0)
       continue;
     const double at_ms = a["at_ms"].get<double>();
     for (std::size_t i = 0; i < faults.size(); ++i) {
       const Json& f = *faults[i];
-      if (used[i] || f.value("kind", "") != a.value("fault", "") || f.value("phase", "") != a.value("phase", "") ||
-          f.value("job", -2) != a.value("job", -2) || f.value("rank", -2) != a.value("rank", -2))
+      if (used[i] || str_field(f, "kind") != str_field(a, "fault") || str_field(f, "phase") != str_field(a, "phase") ||
+          int_field(f, "job", -2) != int_field(a, "job", -2) || int_field(f, "rank", -2) != int_field(a, "rank", -2))
         continue;
       const double rel_ms = static_cast<double>(f["t"].get<std::int64_t>() - start) / 1e6;
       if (rel_ms + 0.5 < at_ms) continue;  // an earlier fault of the same kind

@@ -80,7 +80,7 @@ t=$(ls -d "$SCRATCH"/native/barrier-death/trial-* | head -1)
 ! grep -q '"type": *"subject"' "$t/replays/0/barrier-death/trial-${t##*-}/history.jsonl" \
   || fail "replay of a --subject native trial ran the Streaming adapter"
 export SHMSTRESS_PROCESS_GROUP=$group
-t=$(grep -l '"verdict": *"invalid"' "$SCRATCH"/cleanup-while-live/trial-*/verdict.json | head -1)
+t=$(grep -l '"verdict": *"invalid"' "$SCRATCH"/cleanup-while-live/*/trial-*/verdict.json | head -1)
 [[ -n $t ]] || fail "no failing cleanup-while-live trial to replay"
 t=$(dirname "$t")
 "$S" replay "$t" --times 2 >"$SCRATCH/replay-standin.log" 2>&1 \
