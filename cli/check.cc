@@ -10,15 +10,7 @@ namespace cli {
 namespace {
 
 int check(const std::string& dir) {
-  std::vector<fs::path> trials;
-  std::error_code ec;
-  if (fs::exists(fs::path(dir) / "history.jsonl")) trials.push_back(dir);
-  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
-    if (e.is_directory() && fs::exists(e.path() / "history.jsonl") &&
-        fs::exists(e.path() / "scenario.toml")) {
-      trials.push_back(e.path());
-    }
-  }
+  const std::vector<fs::path> trials = find_trial_dirs(dir, /*with_replays=*/true);
   if (trials.empty()) {
     std::fprintf(stderr,
                  "shmstress check: no trial dirs (history.jsonl + scenario.toml) under %s\n",
@@ -32,7 +24,7 @@ int check(const std::string& dir) {
     std::string err;
     auto tr = recheck_trial(t, &s, &err);
     if (!s) {
-      std::fprintf(stderr, "%s\n", err.c_str());
+      std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
       return 2;
     }
     tr.kept = true;

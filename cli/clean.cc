@@ -32,11 +32,14 @@ int clean() {
     ::closedir(d);
   }
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/tmp", ec)) {
+  for (auto it = fs::directory_iterator("/tmp", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const fs::directory_entry& e = *it;
     std::string n = e.path().filename();
     if (n.rfind("fiu-ctrl-", 0) == 0) {
       auto dash = n.rfind('-');
-      if (dead(n.substr(dash + 1)) && fs::remove(e.path(), ec)) {
+      std::error_code rm_ec;
+      if (dead(n.substr(dash + 1)) && fs::remove(e.path(), rm_ec)) {
         std::printf("removed %s\n", e.path().c_str());
         ++removed;
       }

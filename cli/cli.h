@@ -7,6 +7,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -18,6 +19,7 @@
 #include "harness/results.h"
 #include "harness/run.h"
 #include "harness/scenario.h"
+#include "harness/stored.h"
 
 namespace cli {
 
@@ -49,28 +51,33 @@ std::string canonical_or(const fs::path& p);
 bool stdout_color();
 
 // Re-checks one stored trial dir against its own copy of the scenario and its
-// schedule (name, file, seeds). On a bad scenario *s stays empty and *err says why.
+// schedule (name, file, seeds). If the scenario or schedule.json is bad, *s
+// stays empty and *err names the file and what is wrong in it.
 harness::TrialResult recheck_trial(const fs::path& t, std::optional<harness::Scenario>* s,
                                    std::string* err);
-// Trial dirs (history.jsonl + scenario.toml) under dir, or dir itself, sorted;
-// replays kept under a trial dir (<trial>/replays/) are not part of the run.
-std::vector<fs::path> find_trial_dirs(const std::string& dir);
+// Trial dirs (history.jsonl + scenario.toml) under dir, or dir itself, sorted.
+// Replays kept under a trial dir (<trial>/replays/) are not part of the run:
+// `report` leaves them out, `check` re-checks them too (with_replays).
+// Unreadable subdirectories are skipped.
+std::vector<fs::path> find_trial_dirs(const std::string& dir, bool with_replays = false);
 
 // The run's summary.json for a run, trial or scenario dir (it sits at the run
-// dir's top), or null. Reports use it for what trial dirs do not record: the
-// reproduce commands (with --worker-bin), the subject, the run id.
-nlohmann::json find_run_summary(const fs::path& dir);
+// dir's top): an empty summary if there is none, nullopt with *err if there is
+// one that cannot be decoded. Reports use it for what trial dirs do not
+// record: the reproduce commands (with --worker-bin), the subject, the run id.
+std::optional<harness::StoredSummary> find_run_summary(const fs::path& dir, std::string* err);
 // trial_dir -> reproduce command, from a summary.json.
-std::map<std::string, std::string> reproduce_commands(const nlohmann::json& summary);
+std::map<std::string, std::string> reproduce_commands(const harness::StoredSummary& summary);
 // What a stored trial's run was started with, read from its reproduce command
-// in the run's summary.json (looked up by the trial dir as given).
+// in the run's summary.json (looked up by the trial dir as given); nullopt
+// with *err if that summary.json cannot be decoded.
 struct TrialRunFlags {
   std::optional<std::string> worker_bin;  // --worker-bin
   std::optional<std::string> subject;     // schedule.json's "subject", else --subject
   bool no_mount_ns = false;               // --no-mount-ns
   bool allow_shared_shm = false;          // --allow-shared-shm
 };
-TrialRunFlags trial_run_flags(const fs::path& trial_dir);
+
 // Makes *o run `spec` (native, a name under subjects/, exec:CMD) as `run
 // --subject spec` does: it wins over every scenario's own `subject`, and goes
 // into o's reproduce flags. False with *why for an unknown subject.
@@ -78,6 +85,19 @@ bool use_subject(const std::string& spec, const std::vector<std::string>& search
                  harness::RunOptions* o, std::string* why);
 // One POSIX shell word (single-quoted when it needs to be).
 std::string shell_word(const std::string& s);
+std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err);
+
+// A strictly decimal integer flag in [lo, hi]: "-1", "1e3", "0x10", " 5" and
+// "5.0" are refused with the range, before CLI11 converts anything.
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+// The same for a value in 1..2^64-1 (--seed).
+CLI::Validator seed_value();
+
+// Makes --out usable as a run directory before anything runs: creates it and
+// writes a probe file. 0 if it is; else *why says why and the exit code is 2
+// (a file, not a directory; under /proc or /sys) or 3 (it cannot be created
+// or written: the environment).
+int prepare_out_dir(const std::string& path, std::string* why);
 
 // Writes timeline.{json,html} into one kept trial dir; false (after a warning
 // on stderr) if it cannot: its supervisor died before the history existed.

@@ -1,8 +1,15 @@
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "cli/cli.h"
 #include "harness/run.h"
@@ -33,63 +40,75 @@ harness::TrialResult recheck_trial(const fs::path& t, std::optional<harness::Sce
     *err = e.to_string();
     return {};
   }
-  nlohmann::json sched = nlohmann::json::parse(std::ifstream(t / "schedule.json"), nullptr, false);
-  if (!sched.is_object()) sched = nlohmann::json::object();
-  (*s)->name = sched.value("scenario", (*s)->name);
-  (*s)->file = sched.value("scenario_file", (*s)->file);
-  return harness::check_trial_dir(**s, t.string(), sched.value("trial", 0),
-                                  sched.value("run_seed", 0ULL), sched.value("seed", 0ULL));
+  harness::StoredError se;
+  auto sched = harness::load_schedule((t / "schedule.json").string(), &se);
+  if (!sched) {
+    s->reset();
+    *err = se.to_string();
+    return {};
+  }
+  if (sched->scenario) (*s)->name = *sched->scenario;
+  if (sched->scenario_file) (*s)->file = *sched->scenario_file;
+  return harness::check_trial_dir(**s, t.string(), sched->trial, sched->run_seed, sched->seed);
 }
 
-std::vector<fs::path> find_trial_dirs(const std::string& dir) {
+namespace {
+
+bool is_trial_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p / "history.jsonl", ec) && fs::exists(p / "scenario.toml", ec);
+}
+
+}  // namespace
+
+std::vector<fs::path> find_trial_dirs(const std::string& dir, bool with_replays) {
   std::vector<fs::path> trials;
   std::error_code ec;
-  if (fs::exists(fs::path(dir) / "history.jsonl") && fs::exists(fs::path(dir) / "scenario.toml"))
-    trials.push_back(dir);
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
+  if (is_trial_dir(dir)) trials.push_back(dir);
+  for (auto it = fs::recursive_directory_iterator(
+           dir, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_directory()) continue;
-    if (it->path().filename() == "replays") {
+    std::error_code type_ec;
+    if (!it->is_directory(type_ec)) continue;
+    if (!with_replays && it->path().filename() == "replays") {
       it.disable_recursion_pending();
       continue;
     }
-    if (fs::exists(it->path() / "history.jsonl") && fs::exists(it->path() / "scenario.toml"))
-      trials.push_back(it->path());
+    if (is_trial_dir(it->path())) trials.push_back(it->path());
   }
   std::sort(trials.begin(), trials.end());
   return trials;
 }
 
-nlohmann::json find_run_summary(const fs::path& dir) {
+std::optional<harness::StoredSummary> find_run_summary(const fs::path& dir, std::string* err) {
   std::error_code ec;
   fs::path p = fs::canonical(dir, ec);
   for (int up = 0; !ec && up < 3 && !p.empty(); ++up, p = p.parent_path()) {
-    if (fs::exists(p / "summary.json")) {
-      nlohmann::json j = nlohmann::json::parse(std::ifstream(p / "summary.json"), nullptr, false);
-      if (j.is_object()) return j;
+    std::error_code exists_ec;
+    if (fs::exists(p / "summary.json", exists_ec)) {
+      harness::StoredError e;
+      auto s = harness::load_summary((p / "summary.json").string(), &e);
+      if (!s) *err = e.to_string();
+      return s;
     }
     if (p == p.parent_path()) break;
   }
-  return nullptr;
+  return harness::StoredSummary{};
 }
 
-std::map<std::string, std::string> reproduce_commands(const nlohmann::json& summary) {
+std::map<std::string, std::string> reproduce_commands(const harness::StoredSummary& summary) {
   std::map<std::string, std::string> out;
-  if (!summary.is_object()) return out;
-  for (const char* key : {"violations", "unknown"}) {
-    if (!summary.contains(key) || !summary[key].is_array()) continue;
-    for (const auto& v : summary[key]) {
-      if (v.is_object() && v.contains("trial_dir") && v.contains("reproduce")) {
-        out[v.value("trial_dir", "")] = v.value("reproduce", "");
-      }
-    }
+  for (const auto* list : {&summary.violations, &summary.unknown}) {
+    for (const auto& v : *list) out[v.trial_dir] = v.reproduce;
   }
   return out;
 }
 
-TrialRunFlags trial_run_flags(const fs::path& trial_dir) {
+std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err) {
+  auto summary = find_run_summary(trial_dir, err);
+  if (!summary) return std::nullopt;
   TrialRunFlags f;
-  auto repro = reproduce_commands(find_run_summary(trial_dir));
+  auto repro = reproduce_commands(*summary);
   if (auto it = repro.find(trial_dir.string()); it != repro.end()) {
     f.worker_bin = reports::command_flag(it->second, "--worker-bin");
     f.subject = reports::command_flag(it->second, "--subject");
@@ -98,11 +117,12 @@ TrialRunFlags trial_run_flags(const fs::path& trial_dir) {
   }
   // The trial's own record wins: it is there for passing trials too, which
   // have no reproduce command, and it names a scenario's own subject.
-  nlohmann::json sched =
-      nlohmann::json::parse(std::ifstream(trial_dir / "schedule.json"), nullptr, false);
-  if (sched.is_object() && sched.contains("subject") && sched["subject"].is_string() &&
-      !sched["subject"].get<std::string>().empty()) {
-    f.subject = sched["subject"].get<std::string>();
+  // A schedule.json that cannot be decoded is refused by whoever replays the
+  // trial (with its file:where); here it only names no subject.
+  harness::StoredError serr;
+  if (auto sched = harness::load_schedule((trial_dir / "schedule.json").string(), &serr);
+      sched && sched->subject && !sched->subject->empty()) {
+    f.subject = *sched->subject;
   }
   return f;
 }
@@ -124,6 +144,84 @@ bool use_subject(const std::string& spec, const std::vector<std::string>& search
   o->subject_root = subj->shm_root;
   o->reproduce_flags += " --subject " + shell_word(spec);
   return true;
+}
+
+int prepare_out_dir(const std::string& path, std::string* why) {
+  if (path.find('\0') != std::string::npos) {
+    *why = "the path holds a NUL byte";
+    return 2;
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      *why = "exists and is not a directory";
+      return 2;
+    }
+  } else if (errno == ENOTDIR) {
+    *why = "part of the path is a file, not a directory";
+    return 2;
+  }
+  // The nearest existing ancestor says which filesystem it would be on.
+  std::error_code ec;
+  fs::path probe = fs::absolute(path, ec);
+  while (!ec && !probe.empty() && ::stat(probe.c_str(), &st) != 0 && probe != probe.parent_path())
+    probe = probe.parent_path();
+  struct statfs sfs{};
+  if (!ec && ::statfs(probe.c_str(), &sfs) == 0 &&
+      (sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC)) {
+    *why = std::string("is under ") + (sfs.f_type == PROC_SUPER_MAGIC ? "/proc" : "/sys") +
+           ", a kernel filesystem that cannot hold a run directory";
+    return 2;
+  }
+  fs::create_directories(path, ec);
+  if (ec) {
+    *why = "cannot create it: " + ec.message();
+    return ec == std::errc::not_a_directory || ec == std::errc::file_exists ? 2 : 3;
+  }
+  // Root ignores modes, not read-only mounts: write something to know.
+  const std::string file = path + "/.shmstress-probe-" + std::to_string(::getpid());
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 || ::write(fd, "x", 1) != 1) {
+    *why = std::string("cannot write in it: ") + std::strerror(errno);
+    if (fd >= 0) ::close(fd), ::unlink(file.c_str());
+    return 3;
+  }
+  ::close(fd);
+  ::unlink(file.c_str());
+  return 0;
+}
+
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        std::int64_t v = 0;
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        const bool digits = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
+                                              (text[0] == '-' && text.size() > 1));
+        if (!digits || ec != std::errc() || ptr != end || v < lo || v > hi) {
+          return "expected an integer in " + range + ", got '" + text + "'";
+        }
+        return {};
+      },
+      "INT in " + range);
+}
+
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+            ec != std::errc() || ptr != end) {
+          return "expected an integer in 1..18446744073709551615, got '" + text + "'";
+        }
+        if (v == 0) return "0 is not a seed (leave --seed out for a random one)";
+        return {};
+      },
+      "UINT64");
 }
 
 bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s) {

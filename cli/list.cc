@@ -15,8 +15,10 @@ int list(const std::string& dir) {
   std::printf("scenarios (%s):\n", dir.c_str());
   std::vector<std::string> files;
   std::error_code ec;
-  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".toml") files.push_back(e.path().string());
+  // A dir it cannot read is skipped, never an exception (`list --dir /`).
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() == ".toml") files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
@@ -24,7 +26,7 @@ int list(const std::string& dir) {
     auto s = harness::load_scenario(f, &err);
     std::string d = s ? s->description : "(invalid: " + err.to_string() + ")";
     if (auto nl = d.find_first_of(".\n"); nl != std::string::npos) d = d.substr(0, nl + 1);
-    std::printf("  %-34s %s\n", f.c_str(), d.c_str());
+    std::printf("  %-34s %s\n", harness::printable_text(f).c_str(), harness::printable_text(d).c_str());
   }
   std::printf("\ninvariants:\n");
   for (const auto& c : harness::checker_registry())

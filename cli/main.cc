@@ -1,15 +1,16 @@
 // shmstress: the command line (cli.h); `shmstress worker` is the native
 // worker's entry, started by trial supervisors, not by users.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/cli.h"
 #include "harness/worker.h"
 
-int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "worker") return harness::worker_main();
+namespace {
 
+int run_cli(int argc, char** argv) {
   CLI::App app{"shmstress: stress and fault-injection harness for shared-memory coordination"};
   app.require_subcommand(1);
   const std::vector<cli::Subcommand> commands = {
@@ -27,4 +28,21 @@ int main(int argc, char** argv) {
     if (c.app->parsed()) return c.run(argv[0]);
   }
   return 2;  // require_subcommand(1): not reached
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "worker") return harness::worker_main();
+  // The last resort: every input is validated where it enters, so an
+  // exception here is a bug. It still ends as "the harness failed" (exit 3)
+  // with its message, never as an abort that loses the exit code.
+  try {
+    return run_cli(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shmstress: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "shmstress: internal error: unknown exception\n");
+  }
+  return 3;
 }

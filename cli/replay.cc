@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 
 #include "cli/cli.h"
@@ -33,40 +32,51 @@ std::string fmt_list(const std::vector<std::string>& v) {
 
 int replay(const ReplayArgs& a, const char* argv0) {
   const fs::path dir = canonical_or(a.dir);
-  nlohmann::json sched =
-      nlohmann::json::parse(std::ifstream(dir / "schedule.json"), nullptr, false);
-  if (!sched.is_object() || !sched.contains("trial") || !sched.contains("run_seed") ||
-      !fs::exists(dir / "scenario.toml")) {
+  std::error_code ec;
+  if (!fs::exists(dir / "schedule.json", ec) || !fs::exists(dir / "scenario.toml", ec)) {
     std::fprintf(
         stderr, "shmstress replay: %s is not a trial dir (needs schedule.json and scenario.toml)\n",
         dir.c_str());
     return 2;
   }
+  harness::StoredError stored_err;
+  const auto sched = harness::load_schedule((dir / "schedule.json").string(), &stored_err);
+  if (!sched) {
+    std::fprintf(stderr, "shmstress replay: %s\n", stored_err.to_string().c_str());
+    return 2;
+  }
   std::vector<harness::Scenario> scenarios;
   std::string err;
   if (!harness::load_and_validate({(dir / "scenario.toml").string()}, &scenarios, &err)) {
-    std::fprintf(stderr, "%s\n", err.c_str());
+    std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
     return 2;
   }
   harness::Scenario& s = scenarios.front();
-  s.name = sched.value("scenario", s.name);
-  s.file = sched.value("scenario_file", s.file);
-  const int trial = sched.value("trial", 0);
-  const std::uint64_t run_seed = sched.value("run_seed", 0ULL);
+  if (sched->scenario) s.name = *sched->scenario;
+  if (sched->scenario_file) s.file = *sched->scenario_file;
+  const int trial = sched->trial;
+  const std::uint64_t run_seed = sched->run_seed;
 
-  nlohmann::json verdict =
-      nlohmann::json::parse(std::ifstream(dir / "verdict.json"), nullptr, false);
-  if (!verdict.is_object()) {  // never checked: check it now
-    (void)harness::check_trial_dir(s, dir.string(), trial, run_seed, sched.value("seed", 0ULL));
-    verdict = nlohmann::json::parse(std::ifstream(dir / "verdict.json"), nullptr, false);
+  if (!fs::exists(dir / "verdict.json", ec)) {  // never checked: check it now
+    (void)harness::check_trial_dir(s, dir.string(), trial, run_seed, sched->seed);
+  }
+  const auto verdict = harness::load_verdict((dir / "verdict.json").string(), &stored_err);
+  if (!verdict) {
+    std::fprintf(stderr, "shmstress replay: %s\n", stored_err.to_string().c_str());
+    return 2;
   }
   reports::ReplayTally tally;
-  tally.targets = reports::replay_targets(verdict);
+  tally.targets = reports::replay_targets(*verdict);
 
   // The worker binary and isolation of the original run live in its reproduce command.
   std::string worker_bin = a.worker_bin;
   bool no_mount_ns = a.no_mount_ns;
-  const TrialRunFlags original = trial_run_flags(dir);
+  const std::optional<TrialRunFlags> flags = trial_run_flags(dir, &err);
+  if (!flags) {
+    std::fprintf(stderr, "shmstress replay: %s\n", err.c_str());
+    return 2;
+  }
+  const TrialRunFlags& original = *flags;
   if (worker_bin.empty() && original.worker_bin) {
     if (!fs::exists(*original.worker_bin)) {
       std::fprintf(stderr,
@@ -120,10 +130,8 @@ int replay(const ReplayArgs& a, const char* argv0) {
     harness::RunResult r = harness::run(scenarios, o);
     interrupted = r.interrupted;
     reports::add_replay(&tally, r);
-    std::error_code ec;
     if (!a.keep) fs::remove_all(o.out_dir, ec);
   }
-  std::error_code ec;
   if (!a.keep) fs::remove(replays, ec);  // only if empty
   std::printf("%s", reports::replay_text(tally).c_str());
   if (interrupted) std::printf("(interrupted after %d replays)\n", tally.replays);
@@ -148,7 +156,7 @@ Subcommand add_replay(CLI::App& app) {
   cmd->add_option("dir", a->dir, "a trial directory (<run>/<scenario>/trial-<n>)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--times", a->times, "replays (default 10)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--times", a->times, "replays (default 10)")->check(integer_in(1, 100000));
   cmd->add_option("--worker-bin", a->worker_bin,
                   "native worker binary (default: the run's, else this one)")
       ->check(CLI::ExistingFile);

@@ -26,21 +26,25 @@ int report(const ReportArgs& a) {
                  a.dir.c_str());
     return 2;
   }
-  nlohmann::json summary = find_run_summary(a.dir);
-  auto repro = reproduce_commands(summary);
+  std::string err;
+  const std::optional<harness::StoredSummary> summary = find_run_summary(a.dir, &err);
+  if (!summary) {
+    std::fprintf(stderr, "shmstress report: %s\n", err.c_str());
+    return 2;
+  }
+  auto repro = reproduce_commands(*summary);
   harness::RunResult r;  // every stored failing trial listed: the dirs are the bound
-  r.run_id = summary.is_object() ? summary.value("run_id", "report") : "report";
-  r.subject = summary.is_object() ? summary.value("subject", "native") : "native";
-  r.elapsed = summary.is_object() ? summary.value("elapsed_s", 0.0) : 0.0;
+  r.run_id = summary->run_id.value_or("report");
+  r.subject = summary->subject.value_or("native");
+  r.elapsed = summary->elapsed_s.value_or(0.0);
   r.out_dir = canonical_or(a.dir);
   std::set<std::uint64_t> run_seeds;
   int timelines = 0;
   for (const auto& t : trials) {
     std::optional<harness::Scenario> s;
-    std::string err;
     auto tr = recheck_trial(t, &s, &err);
     if (!s) {
-      std::fprintf(stderr, "%s\n", err.c_str());
+      std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
       return 2;
     }
     tr.kept = true;

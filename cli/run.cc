@@ -5,16 +5,43 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "cli/cli.h"
+#include "harness/subjects.h"
 #include "reports/live.h"  // --listen, --pushgateway
 #include "reports/reports.h"
 
 namespace cli {
 namespace {
+
+// A soak longer than a month is a typo ("--duration 999999m").
+constexpr harness::Ms kMaxDuration = std::chrono::minutes(43200);
+constexpr int kMaxShards = 100000;
+
+// "i/n", both strictly decimal, 0 <= i < n <= kMaxShards.
+std::optional<std::pair<int, int>> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) return std::nullopt;
+  auto number = [](std::string_view s) -> std::optional<int> {
+    int v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || s[0] == '-' || ec != std::errc() || ptr != s.data() + s.size())
+      return std::nullopt;
+    return v;
+  };
+  auto i = number(std::string_view(text).substr(0, slash));
+  auto n = number(std::string_view(text).substr(slash + 1));
+  if (!i || !n || *n < 1 || *n > kMaxShards || *i >= *n) return std::nullopt;
+  return std::pair{*i, *n};
+}
 
 struct RunArgs {
   harness::RunOptions ro;
@@ -28,23 +55,24 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   if (!a.duration.empty()) {
     harness::MsRange d;
     std::string why;
-    if (!harness::parse_range_text(a.duration, &d, &why) || d.min != d.max || d.min.count() <= 0) {
+    if (!harness::parse_range_text(a.duration, &d, &why) || d.min != d.max || d.min.count() <= 0 ||
+        d.min > kMaxDuration) {
       std::fprintf(stderr, "shmstress run: --duration '%s': %s\n", a.duration.c_str(),
-                   why.empty() ? "must be one positive duration" : why.c_str());
+                   why.empty() ? "must be one duration in 1ms..43200m (30 days)" : why.c_str());
       return 2;
     }
     ro.duration_s = d.min.count() / 1000.0;
   }
   if (!a.shard.empty()) {
-    int i = -1, n = 0;
-    char extra;
-    if (std::sscanf(a.shard.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n) {
-      std::fprintf(stderr, "shmstress run: --shard '%s': expected i/n with 0 <= i < n\n",
-                   a.shard.c_str());
+    auto shard = parse_shard(a.shard);
+    if (!shard) {
+      std::fprintf(stderr,
+                   "shmstress run: --shard '%s': expected i/n with 0 <= i < n <= %d, e.g. 2/8\n",
+                   a.shard.c_str(), kMaxShards);
       return 2;
     }
-    ro.shard_index = i;
-    ro.shard_count = n;
+    ro.shard_index = shard->first;
+    ro.shard_count = shard->second;
   }
   ro.allow_mount_ns = !a.no_mount_ns;
   ro.allow_shared_shm = a.allow_shared_shm;
@@ -72,12 +100,23 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
     }
     ro.baseline = std::make_shared<const harness::Baseline>(std::move(*b));
   }
+  if (std::string why; !a.worker_bin.empty() && !harness::check_program({a.worker_bin}, &why)) {
+    std::fprintf(stderr, "shmstress run: --worker-bin: %s\n", why.c_str());
+    return 2;
+  }
   if (a.allow_shared_shm) ro.reproduce_flags += " --allow-shared-shm";
   std::vector<harness::Scenario> scenarios;
   std::string err;
   if (!harness::load_and_validate(ro.files, &scenarios, &err)) {
-    std::fprintf(stderr, "%s\n", err.c_str());
+    std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
     return 2;
+  }
+  if (!ro.out_dir.empty()) {
+    std::string why;
+    if (int rc = prepare_out_dir(ro.out_dir, &why); rc != 0) {
+      std::fprintf(stderr, "shmstress run: --out %s: %s\n", ro.out_dir.c_str(), why.c_str());
+      return rc;
+    }
   }
   for (const auto& f :
        {a.junit_file, a.metrics_file}) {  // before the run: a soak may write them live
@@ -105,6 +144,10 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   ro.subscribers.push_back(reports::progress_line(stderr, tty, tty && !std::getenv("NO_COLOR")));
 
   harness::RunResult r = harness::run(scenarios, ro);
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "shmstress run: %s\n", r.error.c_str());
+    return 3;
+  }
 
   // Reports of the finished run.
   reports::console_summary(stdout, r, stdout_color());
@@ -150,21 +193,22 @@ Subcommand add_run(CLI::App& app) {
   cmd->add_option("files", ro.files, "scenario files (*.toml)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--seed", ro.seed, "master seed (default: random, printed)");
+  cmd->add_option("--seed", ro.seed, "master seed (default: random, printed)")
+      ->check(seed_value());
   cmd->add_option("--trials", ro.trials, "trials per scenario (default: the scenario's)")
-      ->check(CLI::Range(1, 10000000));
+      ->check(integer_in(1, 10000000));
   cmd->add_option("--trial", ro.only_trial,
                   "run only this trial index (replays its exact schedule)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, std::numeric_limits<int>::max()));
   cmd->add_option("--duration", a->duration, "run until this much time has passed, e.g. 90s, 10m");
   cmd->add_option("--parallel", ro.parallel,
                   "trials at once (default: adaptive, from the machine's load: up to --max-parallel, "
                   "backing off when trials wait for the CPU or their signals fire late)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_in(1, 256));
   cmd->add_option("--max-parallel", ro.max_parallel,
                   "ceiling of the adaptive default (default: the number of cores; more trials at once "
                   "than cores can make timing checks report false violations on a loaded machine)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_in(1, 256));
   cmd->add_option("--out", ro.out_dir, "run directory (default runs/<run-id>)");
   cmd->add_option(
       "--subject", ro.subject,
@@ -180,7 +224,7 @@ Subcommand add_run(CLI::App& app) {
   cmd->add_option(
          "--max-kept", ro.max_kept,
          "keep at most this many failing (and passing) trial dirs (default 100, 0: no cap)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, 1000000));
   cmd->add_option("--worker-bin", a->worker_bin,
                   "native worker binary (default: this one), e.g. a known-bad variant")
       ->check(CLI::ExistingFile);

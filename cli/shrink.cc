@@ -48,7 +48,13 @@ struct ShrinkArgs {
 
 int shrink(ShrinkArgs a, const char* argv0) {
   const fs::path dir = a.dir;
-  const TrialRunFlags original = trial_run_flags(dir);
+  std::string err;
+  const std::optional<TrialRunFlags> flags = trial_run_flags(dir, &err);
+  if (!flags) {
+    std::fprintf(stderr, "shmstress shrink: %s\n", err.c_str());
+    return 2;
+  }
+  const TrialRunFlags& original = *flags;
   if (a.worker_bin.empty() && original.worker_bin) a.worker_bin = *original.worker_bin;
   a.no_mount_ns |= original.no_mount_ns;
   harness::ShrinkOptions& so = a.so;
@@ -76,7 +82,7 @@ int shrink(ShrinkArgs a, const char* argv0) {
   harness::ShrinkResult r = harness::shrink(so);
   if (!r.ok) {
     std::fprintf(stderr, "shmstress shrink: %s\n", r.error.c_str());
-    return r.error.find("not a trial dir") != std::string::npos ? 2 : 4;
+    return r.bad_input ? 2 : r.harness_failed ? 3 : 4;
   }
   std::printf(
       "%s still fails with %s\n  original: %s\n  minimal:  %s\n  (%d candidates tried, %d kept)\n"
@@ -112,9 +118,9 @@ Subcommand add_shrink(CLI::App& app) {
                   "the invariant to keep failing (default: the trial's first)");
   cmd->add_option("--retries", a->so.retries,
                   "re-runs per candidate before calling it passing (default 5)")
-      ->check(CLI::Range(1, 1000));
+      ->check(integer_in(1, 1000));
   cmd->add_option("--budget", a->so.budget, "at most this many candidates (default 150)")
-      ->check(CLI::Range(1, 100000));
+      ->check(integer_in(1, 100000));
   cmd->add_option("--worker-bin", a->worker_bin,
                   "native worker binary (default: the run's, else this one)");
   cmd->add_option("--subject", a->subject,

@@ -17,6 +17,10 @@ int subject_check(const std::string& cmd) {
     std::fprintf(stderr, "shmstress subject-check: give the subject's command\n");
     return 2;
   }
+  if (std::string why; !harness::check_program(argv, &why)) {
+    std::fprintf(stderr, "shmstress subject-check: %s\n", why.c_str());
+    return 2;
+  }
   bool all = true;
   for (const auto& l : harness::subject_check(argv, self_exe())) {
     std::printf("%s  %s: %s\n", l.ok ? "PASS" : "FAIL", l.what.c_str(), l.detail.c_str());

@@ -2,11 +2,17 @@
 // events never crash it (they are history errors, and the trial is at best
 // unknown); an excuse keeps a verdict out of the trial's; an expectation is
 // met only by the expected invariant with the subject's own evidence.
-#include <gtest/gtest.h>
+// Hostile histories (issue 12: `"reason":5` aborted run, check and report):
+// an event of the wrong shape is a history error in verdict.json and the
+// trial is unknown, never an exception.
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "run.h"
 #include "scenario.h"
@@ -115,6 +121,144 @@ TEST(CheckTrialDir, AnExpectationIsMetOnlyByTheExpectedInvariantWithTheSubjectsE
   EXPECT_NE(other.expectation_note.find("broke only cleanup.no-leak, not barrier.liveness"),
             std::string::npos)
       << other.expectation_note;
+}
+
+class CheckTrialDirHostile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() / "check-trial-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
+    ScenarioError e;
+    auto s = parse_scenario("name = \"t\"\n[[job]]\nranks = 1\n", "t.toml", &e);
+    ASSERT_TRUE(s) << e.to_string();
+    scenario_ = *s;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A finished trial's history with `extra` (one JSON line) in the middle.
+  TrialResult check_with(const std::string& extra) {
+    std::ofstream(dir_ + "/history.jsonl") << R"({"t":1,"type":"trial","phase":"start"})" << "\n"
+                                           << extra << "\n"
+                                           << R"({"t":9,"type":"trial","phase":"end"})" << "\n";
+    return check_trial_dir(scenario_, dir_, 0, 1, 2);
+  }
+  nlohmann::json verdict_json() {
+    std::ifstream in(dir_ + "/verdict.json");
+    return nlohmann::json::parse(in);
+  }
+  std::string history_errors() { return verdict_json()["history_errors"].dump(); }
+
+  std::string dir_;
+  Scenario scenario_;
+};
+
+TEST_F(CheckTrialDirHostile, WellFormedHistoryHasNoHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":"subject","available":true})");
+  EXPECT_EQ(history_errors(), "[]");
+  EXPECT_FALSE(t.harness_error);
+}
+
+TEST_F(CheckTrialDirHostile, UnavailableReasonOfWrongTypeIsAHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":"subject","available":false,"reason":5})");
+  EXPECT_NE(history_errors().find("subject reason must be a string"), std::string::npos)
+      << history_errors();
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+  EXPECT_EQ(t.unavailable, "the subject reported itself unavailable");
+}
+
+TEST_F(CheckTrialDirHostile, AvailableOfWrongTypeIsAHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":"subject","available":"no"})");
+  EXPECT_NE(history_errors().find("subject event needs available: true or false"), std::string::npos)
+      << history_errors();
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+}
+
+TEST_F(CheckTrialDirHostile, TrialPhaseOfWrongTypeIsAHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":"trial","phase":7})");
+  EXPECT_NE(history_errors().find("trial phase must be start, end or timeout"), std::string::npos)
+      << history_errors();
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+}
+
+TEST_F(CheckTrialDirHostile, HarnessErrorMessageOfWrongTypeIsAHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":"harness-error","message":["x"]})");
+  EXPECT_NE(history_errors().find("harness-error needs a string message"), std::string::npos)
+      << history_errors();
+  EXPECT_TRUE(t.harness_error);
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+}
+
+TEST_F(CheckTrialDirHostile, TypeOfWrongTypeIsAHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":1,"pid":1})");
+  EXPECT_NE(history_errors().find("needs an integer t and a string type"), std::string::npos)
+      << history_errors();
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+}
+
+TEST_F(CheckTrialDirHostile, AMalformedTrialStartIsAHistoryErrorNotAHarnessFailure) {
+  std::ofstream(dir_ + "/history.jsonl") << R"({"t":1,"type":"trial","phase":7})" << "\n"
+                                         << R"({"t":9,"type":"trial","phase":"end"})" << "\n";
+  const TrialResult t = check_trial_dir(scenario_, dir_, 0, 1, 2);
+  EXPECT_NE(history_errors().find("the history has no well-formed trial start and end"), std::string::npos)
+      << history_errors();
+  EXPECT_FALSE(t.harness_error);
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+}
+
+TEST_F(CheckTrialDirHostile, AMissingTrialEndIsTheSupervisorsFailure) {
+  std::ofstream(dir_ + "/history.jsonl") << R"({"t":1,"type":"trial","phase":"start"})" << "\n";
+  const TrialResult t = check_trial_dir(scenario_, dir_, 0, 1, 2);
+  EXPECT_TRUE(t.harness_error);
+  EXPECT_EQ(t.harness_error_text, "the trial supervisor did not finish its history");
+}
+
+TEST_F(CheckTrialDirHostile, AnExitSignalOfWrongTypeIsAHistoryError) {
+  const TrialResult t = check_with(R"({"t":2,"type":"exit","job":0,"rank":0,"pid":5,"signal":"KILL"})");
+  EXPECT_NE(history_errors().find("'signal' must be an integer"), std::string::npos) << history_errors();
+  EXPECT_EQ(t.verdict, Verdict::kUnknown);
+}
+
+// The adaptive concurrency backs off on a trial whose signals fired late: the
+// lateness is each timed signal's fault event after its planned time (a stop
+// window's end for its SIGCONT), matched by kind and target; an action with
+// no event (its target had exited) and an earlier window do not count.
+TEST(FaultLateness, IsTheWorstDelayOfATimedSignalAfterItsPlannedTime) {
+  std::vector<std::string> errors;
+  std::vector<Json> events;
+  for (const char* line : {
+           R"({"t":1000000000,"type":"trial","phase":"start"})",
+           R"({"t":1001000000,"type":"fault","kind":"sigstop","job":0,"rank":0,"phase":"start","signal":19})",
+           R"({"t":1003000000,"type":"fault","kind":"sigstop","job":0,"rank":0,"phase":"end","signal":18})",
+           R"({"t":1010000000,"type":"fault","kind":"sigstop","job":0,"rank":0,"phase":"start","signal":19})",
+           R"({"t":1054000000,"type":"fault","kind":"sigstop","job":0,"rank":0,"phase":"end","signal":18})",
+           R"({"t":1020500000,"type":"fault","kind":"sigkill","job":1,"rank":0,"phase":"instant","signal":9})",
+           R"({"t":1090000000,"type":"trial","phase":"end","timed_out":false})"}) {
+    events.push_back(Json::parse(line));
+  }
+  History h = build_history(events, TrialMeta{}, &errors);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  auto action = [](std::int64_t at_ms, const char* fault, const char* phase, int job, int signal) {
+    Action a;
+    a.at_ns = at_ms * 1000000;
+    a.fault = fault;
+    a.phase = phase;
+    a.job = job;
+    a.rank = 0;
+    a.signal = signal;
+    return a;
+  };
+  // The second stop window: planned 10 ms .. 50 ms, its SIGCONT 4 ms late.
+  std::vector<Action> actions = {action(10, "sigstop", "start", 0, 19), action(50, "sigstop", "end", 0, 18),
+                                 action(20, "sigkill", "instant", 1, 9)};
+  EXPECT_NEAR(fault_lateness_ms(h, actions), 4.0, 1e-9);
+  // A kill whose target had already exited logged nothing: not late.
+  actions = {action(20, "sigkill", "instant", 1, 9), action(30, "sigkill", "instant", 2, 9)};
+  EXPECT_NEAR(fault_lateness_ms(h, actions), 0.5, 1e-9);
+  // Actions that are not timed signals say nothing about lateness.
+  Action seeded = action(0, "stale-segment", "instant", 0, 0);
+  Action triggered = action(0, "sigkill", "instant", 1, 9);
+  triggered.on_type = "point";
+  EXPECT_EQ(fault_lateness_ms(h, {seeded, triggered}), 0);
 }
 
 }  // namespace

@@ -90,6 +90,25 @@ std::optional<std::string> get_str(const Json& j, const char* key) {
   return it->get<std::string>();
 }
 
+// Fields that have one type in every event of the protocol
+// (docs/worker-protocol.md). The builder reads a field of another type as
+// absent, so one would silently mean something else ("signal":"KILL" as no
+// signal): such an event is a history error and is not used.
+std::optional<std::string> wrong_typed_field(const Json& ev) {
+  for (const char* key : {"pid", "job", "rank", "local_rank", "id", "exit_code", "signal", "count"}) {
+    auto it = ev.find(key);
+    if (it != ev.end() && !it->is_number_integer()) return fmt::format("'{}' must be an integer", key);
+  }
+  // A trial event's phase has its own rule (and message) in the builder.
+  const bool trial = ev.contains("type") && ev["type"] == "trial";
+  for (const char* key : {"op", "phase", "kind", "name"}) {
+    if (trial && std::string_view(key) == "phase") continue;
+    auto it = ev.find(key);
+    if (it != ev.end() && !it->is_string()) return fmt::format("'{}' must be a string", key);
+  }
+  return std::nullopt;
+}
+
 bool get_bool(const Json& j, const char* key, bool fallback = false) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_boolean()) return fallback;
@@ -566,6 +585,7 @@ struct Builder {
       h.ended = true;
       trial_end = t;
     } else if (phase != "timeout") {
+      h.malformed_trial_event = true;
       error(index, t, "trial phase must be start, end or timeout", ev);
     }  // "timeout" only marks the moment; timed_out says what it means
   }
@@ -712,6 +732,10 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
     auto type = get_str(ev, "type");
     if (!t || !type) {
       sink.add(fmt::format("event {}: needs an integer t and a string type: {}", i, brief(ev)));
+      continue;
+    }
+    if (auto bad = wrong_typed_field(ev)) {
+      sink.add(fmt::format("event {}: {}: {}", i, *bad, brief(ev)));
       continue;
     }
     order.push_back(Entry{*t, i, *type});

@@ -157,6 +157,10 @@ struct History {
 
   // What the supervisor and the subject said about the trial itself.
   bool started = false, ended = false;      // the supervisor's trial start / end events
+  // A trial event whose phase is none of the protocol's: the subject writes
+  // this file too, so a missing start or end after one is damage to the
+  // history (the trial unknown), not a supervisor that did not finish.
+  bool malformed_trial_event = false;
   std::vector<std::string> harness_errors;  // harness-error messages, in log order
   std::optional<std::string> unavailable;   // a subject event said available: false (why)
 };

@@ -327,6 +327,9 @@ struct RunResult {
     int lowest = 0, highest = 0, backoffs = 0;
     double mean = 0;                     // over the run's time
   } concurrency;
+  // Why the run could not start (its directory cannot be created): no trial
+  // ran, nothing was written, and the caller exits 3.
+  std::string error;
 
   RunTally tally;
   // The failing trials (TrialResult::failing) with their details, in the

@@ -11,9 +11,12 @@
 #include <filesystem>
 #include <deque>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "concurrency.h"
+#include <fmt/format.h>
+
 #include "events.h"
 #include "files.h"
 #include "injector.h"
@@ -30,59 +33,6 @@ volatile std::sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 // The adaptive concurrency's tick: it only interrupts waitpid().
 void on_tick(int) {}
-
-// How late the trial's timed signals fired: for each timed signal action of
-// its schedule, the first fault event of the same kind, phase and target at or
-// after its planned time (relative to the trial's start event). An action
-// whose target had already exited logged nothing and is skipped.
-// Subjects write these events and users may edit schedule.json: a field of
-// the wrong type reads as absent here (the history builder reports it as a
-// history error), never as an exception that would abort the run.
-std::string str_field(const Json& e, const char* k) {
-  auto it = e.find(k);
-  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-std::int64_t int_field(const Json& e, const char* k, std::int64_t absent) {
-  auto it = e.find(k);
-  return it != e.end() && it->is_number_integer() ? it->get<std::int64_t>() : absent;
-}
-
-double fault_lateness_ms(const std::vector<Json>& events, const std::string& dir) {
-  const Json sched = Json::parse(read_file(dir + "/schedule.json"), nullptr, false);
-  if (!sched.is_object() || !sched.contains("actions") || !sched["actions"].is_array()) return 0;
-  std::int64_t start = -1;
-  std::vector<const Json*> faults;
-  for (const auto& e : events) {
-    if (!e.is_object() || !e.contains("t") || !e["t"].is_number()) continue;
-    const std::string type = str_field(e, "type");
-    if (type == "trial" && str_field(e, "phase") == "start" && start < 0) start = e["t"].get<std::int64_t>();
-    if (type == "fault") faults.push_back(&e);
-  }
-  if (start < 0) return 0;
-  std::vector<bool> used(faults.size(), false);
-  double worst = 0;
-  for (const auto& a : sched["actions"]) {
-    // Timed signals only (kill, stop, continue): they are sent the moment
-    // they are due, while other actions (seeds, misconfigurations) are logged
-    // once the workers are spawned, which says nothing about lateness.
-    if (!a.is_object() || (a.contains("after_event") && !a["after_event"].is_null()) || !a.contains("at_ms") ||
-        !a["at_ms"].is_number() || int_field(a, "signal", 0) == 0)
-      continue;
-    const double at_ms = a["at_ms"].get<double>();
-    for (std::size_t i = 0; i < faults.size(); ++i) {
-      const Json& f = *faults[i];
-      if (used[i] || str_field(f, "kind") != str_field(a, "fault") || str_field(f, "phase") != str_field(a, "phase") ||
-          int_field(f, "job", -2) != int_field(a, "job", -2) || int_field(f, "rank", -2) != int_field(a, "rank", -2))
-        continue;
-      const double rel_ms = static_cast<double>(f["t"].get<std::int64_t>() - start) / 1e6;
-      if (rel_ms + 0.5 < at_ms) continue;  // an earlier fault of the same kind
-      used[i] = true;
-      worst = std::max(worst, rel_ms - at_ms);
-      break;
-    }
-  }
-  return worst;
-}
 
 std::string quote(const std::string& s) {
   if (s.find_first_of(" '\"$\\") == std::string::npos) return s;
@@ -107,7 +57,18 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
           std::size_t bar = entry.find('|', at);
           std::string st = entry.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
           if (st.starts_with("fault:") && !find_injector(st.substr(6))) {
-            *err = f + ": '" + st + "' names an unknown fault kind (see `shmstress list`)";
+            // The parser checked the shape at the entry's line; the kinds are
+            // known only here: name the first line that quotes the entry.
+            int line = 0, n = 1;
+            for (std::size_t p = 0; p < s->raw_toml.size(); ++p) {
+              if (s->raw_toml.compare(p, st.size() + 2, "\"" + st + "\"") == 0) {
+                line = n;
+                break;
+              }
+              n += s->raw_toml[p] == '\n';
+            }
+            *err = f + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": '" + st +
+                   "' names an unknown fault kind (see `shmstress list`)";
             return false;
           }
           if (bar == std::string::npos) break;
@@ -137,11 +98,19 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
       std::string why;
       auto subj = resolve_subject(s->subject, {f}, &why);
       if (!subj) {
-        *err = f + ": " + why;
+        *err = f + ":" + std::to_string(s->subject_line) + ": " + why;
         return false;
       }
       s->subject_command = subj->command;
       s->subject_root = subj->shm_root;
+    }
+    // Trials are stored under <out>/<name>/: two scenarios of one name would
+    // write into each other's trial dirs.
+    for (const auto& other : *out) {
+      if (other.name != s->name) continue;
+      *err = f + ": scenario name '" + s->name + "' is also " + other.file +
+             "'s: their trial dirs would collide (set a different 'name', or give the file once)";
+      return false;
     }
     out->push_back(std::move(*s));
   }
@@ -171,8 +140,33 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
   return m;
 }
 
+double fault_lateness_ms(const History& h, const std::vector<Action>& actions) {
+  if (!h.started) return 0;
+  std::vector<bool> used_start(h.faults.size(), false), used_end(h.faults.size(), false);
+  double worst = 0;
+  for (const auto& a : actions) {
+    // Timed signals only (kill, stop, continue): they are sent the moment
+    // they are due, while other actions (seeds, misconfigurations) are logged
+    // once the workers are spawned, which says nothing about lateness.
+    if (!a.on_type.empty() || a.signal == 0) continue;
+    const bool end = a.phase == "end";
+    auto& used = end ? used_end : used_start;
+    const double at_ms = static_cast<double>(a.at_ns) / 1e6;
+    for (std::size_t i = 0; i < h.faults.size(); ++i) {
+      const Fault& f = h.faults[i];
+      if (used[i] || f.kind != a.fault || f.job != a.job || f.rank != a.rank) continue;
+      const double rel_ms = static_cast<double>((end ? f.end_t : f.start_t) - h.start_t) / 1e6;
+      if (rel_ms + 0.5 < at_ms) continue;  // an earlier fault of the same kind
+      used[i] = true;
+      worst = std::max(worst, rel_ms - at_ms);
+      break;
+    }
+  }
+  return worst;
+}
+
 TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial, std::uint64_t run_seed,
-                            std::uint64_t seed) {
+                            std::uint64_t seed, const std::vector<Action>* planned) {
   TrialResult t;
   t.scenario = s.name;
   t.scenario_file = s.file;
@@ -181,10 +175,15 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   t.seed = seed;
   t.dir = dir;
   std::vector<std::string> errors;
-  auto events = parse_jsonl(read_file(dir + "/history.jsonl"), &errors);
-  History h = build_history(events, meta_for(s, seed), &errors);
-  t.late_ms = fault_lateness_ms(events, dir);  // needs the raw events: before they go
-  events.clear();
+  // A history that is there but cannot be read (over kMaxHistoryBytes, not a
+  // regular file) is the subject's doing: a history error, the trial unknown.
+  std::string unread;
+  auto text = read_regular_file(dir + "/history.jsonl", kMaxHistoryBytes, &unread);
+  std::error_code exists_ec;
+  const bool refused = !text && fs::exists(dir + "/history.jsonl", exists_ec);
+  if (refused) errors.push_back("history.jsonl not read: it " + unread);
+  History h = build_history(parse_jsonl(text.value_or(std::string()), &errors), meta_for(s, seed), &errors);
+  if (planned) t.late_ms = fault_lateness_ms(h, *planned);
   // What the supervisor and the subject said about the trial itself, as
   // build_history validated it. A subject that cannot run here (e.g. its
   // package is not installed) says so: the trial is inconclusive, with the
@@ -194,12 +193,17 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
     t.harness_error_text += message + "; ";
   }
   if (h.unavailable) t.unavailable = *h.unavailable;
-  if (!h.started || !h.ended) {
-    t.harness_error = true;
-    t.harness_error_text += "the trial supervisor did not finish its history";
+  if (!refused && (!h.started || !h.ended)) {
+    if (h.malformed_trial_event) {
+      errors.push_back("the history has no well-formed trial start and end");
+    } else {
+      t.harness_error = true;
+      t.harness_error_text += "the trial supervisor did not finish its history";
+    }
   }
   t.checks = run_checkers(h);
   for (auto& c : t.checks) {
+    if (refused) c = CheckResult{c.invariant, Verdict::kUnknown, {errors.front()}, {}, {}};
     t.reached.insert(c.reached.begin(), c.reached.end());
     if (auto it = s.excuses.find(c.invariant); it != s.excuses.end()) {
       c.excused = it->second;  // shown, not counted
@@ -314,8 +318,16 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.shard_count = std::max(1, opt.shard_count);
   r.max_listed = opt.max_kept > 0 ? static_cast<std::size_t>(opt.max_kept) : 0;
   r.tally.buckets().set_baseline(opt.baseline);
-  fs::create_directories(r.out_dir);
-  r.out_dir = fs::canonical(r.out_dir).string();
+  {
+    std::error_code ec;
+    fs::create_directories(r.out_dir, ec);
+    fs::path canonical = ec ? fs::path() : fs::canonical(r.out_dir, ec);
+    if (ec) {
+      r.error = "cannot create the run directory " + r.out_dir + ": " + ec.message();
+      return r;
+    }
+    r.out_dir = canonical.string();
+  }
   for (const auto& s : scenarios) {
     if (!s.expect_reached.empty()) r.expect_reached[s.name] = s.expect_reached;
   }
@@ -387,6 +399,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     std::string dir;
     std::uint64_t seed;
     std::chrono::steady_clock::time_point started;
+    std::vector<Action> actions;  // the plan's: how late its signals fired
   };
   std::map<pid_t, Running> running;
   std::uint64_t started = 0;  // trials started (or that failed to start): names their fallback roots
@@ -459,10 +472,21 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
         std::string dir = r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
-        fs::remove_all(dir);
-        fs::create_directories(dir);
-        write_file(dir + "/scenario.toml", p.s->raw_toml);
-        write_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n");
+        std::error_code dir_ec;
+        fs::remove_all(dir, dir_ec);
+        if (!dir_ec) fs::create_directories(dir, dir_ec);
+        if (dir_ec || !write_file(dir + "/scenario.toml", p.s->raw_toml) ||
+            !write_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
+          TrialResult t;  // the disk, not the subject: a harness failure
+          t.scenario = p.s->name;
+          t.scenario_file = p.s->file;
+          t.trial = p.trial;
+          t.harness_error = true;
+          t.harness_error_text = "cannot prepare the trial dir " + dir + ": " +
+                                 (dir_ec ? dir_ec.message() : std::string("write failed"));
+          finished(std::move(t));
+          continue;
+        }
         SupervisorConfig cfg;
         cfg.exe = opt.exe;
         cfg.trial_dir = dir;
@@ -481,7 +505,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           finished(std::move(t));
           continue;
         }
-        running[pid] = Running{p, dir, plan.seed, std::chrono::steady_clock::now()};
+        running[pid] = Running{p, dir, plan.seed, std::chrono::steady_clock::now(), std::move(plan.actions)};
       }
     }
     if (running.empty()) {
@@ -503,12 +527,13 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     auto it = running.find(pid);
     if (it == running.end()) continue;
-    Running done = it->second;
+    Running done = std::move(it->second);
     running.erase(it);
-    TrialResult t = check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed);
+    std::error_code rm_ec;  // a dir that cannot be removed stays: nothing to decide on it
+    TrialResult t = check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed, &done.actions);
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
     if (g_stop && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-      fs::remove_all(done.dir);  // cut short by the user: neither a result nor a harness failure
+      fs::remove_all(done.dir, rm_ec);  // cut short by the user: neither a result nor a harness failure
       continue;
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -528,11 +553,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       t.kept = true;
       kept_passing.push_back(t.dir);
       if (opt.max_kept > 0 && static_cast<int>(kept_passing.size()) > opt.max_kept) {
-        fs::remove_all(kept_passing.front());
+        fs::remove_all(kept_passing.front(), rm_ec);
         kept_passing.pop_front();
       }
     } else {
-      fs::remove_all(done.dir);
+      fs::remove_all(done.dir, rm_ec);
       t.dir.clear();
       if (failing) t.dir_dropped = true;
     }

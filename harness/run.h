@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "baseline.h"
+#include "history.h"
+#include "plan.h"
 #include "results.h"
 #include "run_events.h"
 #include "scenario.h"
@@ -66,9 +68,16 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
 // The facts checkers need, from a scenario.
 TrialMeta meta_for(const Scenario& s, std::uint64_t seed);
 
-// Checks a finished trial dir (history.jsonl) against the scenario.
+// How late the trial's timed signal actions (kill, stop, continue) fired, in
+// ms: the worst, over the actions, of the matching fault event's time (start,
+// or end for an end action) after its planned time. An action whose target
+// had already exited logged nothing and is skipped.
+double fault_lateness_ms(const History& h, const std::vector<Action>& actions);
+
+// Checks a finished trial dir (history.jsonl) against the scenario. With the
+// plan's actions (the run loop has them), also how late its signals fired.
 TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial, std::uint64_t run_seed,
-                            std::uint64_t seed);
+                            std::uint64_t seed, const std::vector<Action>* planned = nullptr);
 
 RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt);
 

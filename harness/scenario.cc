@@ -13,6 +13,7 @@
 #include "scenario.h"
 
 #include "checker.h"
+#include "files.h"
 
 #include <toml++/toml.h>
 
@@ -261,6 +262,7 @@ class Parser {
         ok = get_bool(*node, "final_cleanup", &out->final_cleanup);
       } else if (k == "subject") {
         ok = get_string(*node, "subject", &out->subject, /*allow_empty=*/false);
+        out->subject_line = key_line(*key, *node);
       } else if (k == "deadlines") {
         ok = parse_deadlines(*node, out);
       } else if (k == "job") {
@@ -366,16 +368,8 @@ class Parser {
   // so it is restricted to characters that are safe in both.
   bool get_name(const toml::node& n, std::string* out) {
     if (!get_string(n, "name", out, /*allow_empty=*/false)) return false;
-    for (char c : *out) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '-' || c == '_' || c == '.';
-      if (!ok) {
-        return fail(n, "'name' = \"" + *out +
-                           "\" may only contain letters, digits, '-', '_' and '.' (it names the "
-                           "run directory)");
-      }
-    }
-    if (*out == "." || *out == "..") return fail(n, "'name' must not be \".\" or \"..\"");
+    std::string why;
+    if (!valid_scenario_name(*out, &why)) return fail(n, "'name' = \"" + *out + "\" " + why);
     return true;
   }
 
@@ -849,10 +843,47 @@ bool known_state_name(const std::string& state, std::string* why) {
   return false;
 }
 
+bool valid_scenario_name(std::string_view name, std::string* why) {
+  if (name.empty() || name.size() > 200) {
+    *why = "must be 1 to 200 characters (it names the run directory)";
+    return false;
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) {
+      *why = "may only contain letters, digits, '-', '_' and '.' (it names the run directory)";
+      return false;
+    }
+  }
+  if (name == "." || name == "..") {
+    *why = "must not be \".\" or \"..\" (it names the run directory)";
+    return false;
+  }
+  return true;
+}
+
+std::string printable_text(std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string ScenarioError::to_string() const {
   std::string out = file.empty() ? "<scenario>" : file;
   if (line > 0) out += ":" + std::to_string(line);
-  return out + ": " + message;
+  return printable_text(out + ": " + message);
 }
 
 std::optional<Scenario> parse_scenario(const std::string& text, const std::string& file,
@@ -878,6 +909,12 @@ std::optional<Scenario> parse_scenario(const std::string& text, const std::strin
       *err = p.error();
       return std::nullopt;
     }
+    // Without `name`, the file's stem names the run directory: "...toml"
+    // would put trials outside it.
+    if (std::string why; !root.contains("name") && !valid_scenario_name(sc.name, &why)) {
+      err->message = "the file name's stem \"" + sc.name + "\" " + why + "; set 'name'";
+      return std::nullopt;
+    }
     return sc;
   } catch (const std::exception& e) {
     err->line = 0;
@@ -894,31 +931,13 @@ std::optional<Scenario> load_scenario(const std::string& path, ScenarioError* er
   ScenarioError local;
   if (err == nullptr) err = &local;
   *err = ScenarioError{path, 0, ""};
-  std::string text;
-  try {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      err->message = "cannot read scenario file: is a directory";
-      return std::nullopt;
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      err->message = "cannot open scenario file: " +
-                     std::string(std::error_code(errno, std::generic_category()).message());
-      return std::nullopt;
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) {
-      err->message = "cannot read scenario file";
-      return std::nullopt;
-    }
-    text = std::move(ss).str();
-  } catch (const std::exception& e) {
-    err->message = std::string("cannot read scenario file: ") + e.what();
+  std::string why;
+  std::optional<std::string> text = read_regular_file(path, kMaxUserFileBytes, &why);
+  if (!text) {
+    err->message = "cannot read scenario file: " + why;
     return std::nullopt;
   }
-  return parse_scenario(text, path, err);
+  return parse_scenario(*text, path, err);
 }
 
 }  // namespace harness

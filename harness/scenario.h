@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace harness {
@@ -80,6 +81,7 @@ struct Scenario {
   // (subjects/<name>/subject.toml) or "exec:CMD". Empty: whatever --subject says.
   // An explicit --subject on the command line wins.
   std::string subject;
+  int subject_line = 0;  // of the `subject` key, for errors found when resolving it
   std::vector<std::string> subject_command;  // resolved from `subject` (empty: native)
   std::optional<std::string> subject_root;   // the subject's own shm name root, if it declares one
   int default_trials = 10;
@@ -93,8 +95,13 @@ struct ScenarioError {
   std::string file;
   int line = 0;
   std::string message;
-  std::string to_string() const;  // "file:line: message"
+  std::string to_string() const;  // "file:line: message", printable (printable_text)
 };
+
+// Text for a terminal: control bytes (a NUL that would cut the message short,
+// an escape sequence a file smuggles in) as \xNN; everything else, UTF-8
+// included, as it is.
+std::string printable_text(std::string_view s);
 
 // Parses text (file is used for messages; name defaults to its stem; raw_toml
 // is set to text). Invariant ids and reached-state names are checked against
@@ -103,11 +110,15 @@ struct ScenarioError {
 // nullopt and fills *err (if non-null) with "file:line: message".
 std::optional<Scenario> parse_scenario(const std::string& text, const std::string& file,
                                        ScenarioError* err);
+// Reads a regular file of at most kMaxUserFileBytes (files.h), then parses it.
 std::optional<Scenario> load_scenario(const std::string& path, ScenarioError* err);
 
 // Whether `state` can be reached: a checker's declared state, "fault:<kind>"
 // (kind not checked here), "error:<op>:<code>" or "subject-unavailable".
 // False with *why otherwise.
 bool known_state_name(const std::string& state, std::string* why);
+// A scenario name names a run directory: 1..200 of [A-Za-z0-9._-], not "." or
+// "..". False with *why ("may only contain ...") otherwise.
+bool valid_scenario_name(std::string_view name, std::string* why);
 
 }  // namespace harness

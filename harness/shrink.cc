@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "files.h"
+#include "stored.h"
 
 namespace harness {
 namespace fs = std::filesystem;
@@ -134,19 +135,37 @@ std::string render(const toml::table& t) {
 ShrinkResult shrink(const ShrinkOptions& opt) {
   ShrinkResult res;
   const fs::path dir = opt.trial_dir;
-  nlohmann::json sched, verdict;
-  try {
-    std::ifstream(dir / "schedule.json") >> sched;
-    std::ifstream(dir / "verdict.json") >> verdict;
-  } catch (...) {
-    res.error = "not a trial dir (needs schedule.json and verdict.json): " + opt.trial_dir;
+  auto bad = [&](std::string why) {
+    res.error = std::move(why);
+    res.bad_input = true;
     return res;
+  };
+  std::error_code ec;
+  if (!fs::exists(dir / "schedule.json", ec) || !fs::exists(dir / "verdict.json", ec) ||
+      !fs::exists(dir / "scenario.toml", ec)) {
+    return bad("not a trial dir (needs schedule.json, verdict.json and scenario.toml): " +
+               opt.trial_dir);
   }
+  StoredError stored_err;
+  const auto sched = load_schedule((dir / "schedule.json").string(), &stored_err);
+  if (!sched) return bad(stored_err.to_string());
+  const auto verdict = load_verdict((dir / "verdict.json").string(), &stored_err);
+  if (!verdict) return bad(stored_err.to_string());
+  // The reductions below edit the TOML tree as the validator left it (arrays
+  // of tables, counts in range): a scenario.toml it refuses is not shrunk.
+  ScenarioError scenario_err;
+  const auto scenario = load_scenario((dir / "scenario.toml").string(), &scenario_err);
+  if (!scenario) return bad(scenario_err.to_string());
   res.invariant = opt.invariant;
+  if (!res.invariant.empty()) {
+    bool known = false;
+    for (const auto& c : checker_registry()) known |= c.invariant == res.invariant;
+    if (!known) return bad("--invariant '" + res.invariant + "' is no invariant (see `shmstress list`)");
+  }
   if (res.invariant.empty()) {
-    for (const auto& c : verdict.value("checks", nlohmann::json::array())) {
-      if (c.value("verdict", "") == "invalid" && !c.contains("excused")) {
-        res.invariant = c.value("invariant", "");
+    for (const auto& c : verdict->checks) {
+      if (c.verdict == Verdict::kInvalid && !c.excused) {
+        res.invariant = c.invariant;
         break;
       }
     }
@@ -157,22 +176,25 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   }
   toml::table current;
   try {
-    current = toml::parse(read_file((dir / "scenario.toml").string()));
+    current = toml::parse(scenario->raw_toml);
   } catch (const std::exception& e) {
-    res.error = std::string("cannot parse the trial's scenario.toml: ") + e.what();
-    return res;
+    return bad(std::string("cannot parse the trial's scenario.toml: ") + e.what());
   }
   expand_counts(current);
   current.erase("expect_reached");
   current.erase("trials");
-  const std::uint64_t seed = sched.value("run_seed", 0ULL);
-  const int trial = sched.value("trial", 0);
-  const std::string name = sched.value("scenario", std::string("scenario"));
+  const std::uint64_t seed = sched->run_seed;
+  const int trial = sched->trial;
+  const std::string name = sched->scenario.value_or(scenario->name);
   current.insert_or_assign("name", name);
   res.original = size_of(current);
 
   const std::string work = (dir / "shrink").string();
-  fs::create_directories(work);
+  if (fs::create_directories(work, ec); ec) {
+    res.error = "cannot create " + work + ": " + ec.message();
+    res.harness_failed = true;
+    return res;
+  }
   // Does this scenario still fail the invariant? Up to `retries` runs of the same trial.
   auto still_fails = [&](const toml::table& t) -> bool {
     std::string file = work + "/" + name + ".toml";
@@ -186,7 +208,7 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
       ro.seed = seed;
       ro.only_trial = trial;
       ro.out_dir = work + "/run";
-      fs::remove_all(ro.out_dir);
+      fs::remove_all(ro.out_dir, ec);
       RunResult rr = run(sc, ro);
       for (const auto& [scenario, st] : rr.tally.scenarios()) {
         if (auto c = st.invariants.find(res.invariant); c != st.invariants.end() && c->second.invalid > 0) return true;
@@ -198,7 +220,7 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   if (!still_fails(current)) {
     res.error = res.invariant + " did not fail again in " + std::to_string(opt.retries) +
                 " runs of the original trial: not reproducible enough to shrink";
-    fs::remove_all(work);
+    fs::remove_all(work, ec);
     return res;
   }
   for (bool progress = true; progress && res.candidates < opt.budget;) {
@@ -228,7 +250,7 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   }
   res.reproduce = opt.run.invocation + " run " + res.minimal_file + opt.run.reproduce_flags + " --seed " +
                   std::to_string(seed) + " --trial " + std::to_string(trial);
-  fs::remove_all(work);
+  fs::remove_all(work, ec);
   res.ok = true;
   return res;
 }

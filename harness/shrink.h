@@ -31,6 +31,8 @@ struct ShrinkSize {
 struct ShrinkResult {
   bool ok = false;
   std::string error;        // why it could not start (bad trial dir, no failing invariant, ...)
+  bool bad_input = false;   // ... because the trial dir is not one, or a file in it is bad
+  bool harness_failed = false;  // ... because of the environment (I/O)
   std::string invariant;
   ShrinkSize original, minimal;
   int candidates = 0, kept = 0;

@@ -1,5 +1,7 @@
 #include "subject_check.h"
 
+#include "files.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,7 +30,8 @@ namespace {
 std::set<std::string> names_in(const std::string& dir) {
   std::set<std::string> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.insert(e.path().filename().string());
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    out.insert(it->path().filename().string());
   return out;
 }
 
@@ -159,7 +163,7 @@ std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& comm
   const std::vector<TrialResult>& trials = capture->trials;
   const std::string trial = dir + "/run/subject-check/trial-0";
 
-  std::ifstream f(trial + "/history.jsonl");
+  std::istringstream f(read_file(trial + "/history.jsonl"));  // capped: the subject wrote it
   std::string line;
   int lines = 0, bad = 0, subject_lines = 0;
   std::map<std::string, int> open;  // "pid/id" -> invoke count not yet closed
@@ -169,20 +173,26 @@ std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& comm
   while (std::getline(f, line)) {
     ++lines;
     auto e = nlohmann::json::parse(line, nullptr, false);
+    // The subject wrote these: every field is type-checked before it is read.
+    auto integer = [&e](const char* k) {
+      return e.contains(k) && e[k].is_number_integer() && e[k].get<std::int64_t>() >= INT_MIN &&
+             e[k].get<std::int64_t>() <= INT_MAX;
+    };
     bool good = e.is_object() && e.contains("t") && e["t"].is_number_integer() && e.contains("type") && e["type"].is_string();
     std::string type = good ? e["type"].get<std::string>() : "";
     if (good && (type == "invoke" || type == "ok" || type == "fail")) {
       ++subject_lines;
-      good = e.contains("pid") && e.contains("job") && e.contains("rank") && e.contains("op") && e.contains("id");
+      good = integer("pid") && integer("job") && integer("rank") && e.contains("op") && e["op"].is_string() &&
+             e.contains("id") && e["id"].is_number_integer();
       if (good) {
-        std::string key = std::to_string(e.value("pid", 0)) + "/" + std::to_string(e.value("id", 0));
+        std::string key = std::to_string(e["pid"].get<int>()) + "/" + std::to_string(e["id"].get<std::int64_t>());
         if (type == "invoke") ++open[key];
         if (type != "invoke") --open[key];
-        if (type == "ok") ops_ok.insert(e.value("op", ""));
+        if (type == "ok") ops_ok.insert(e["op"].get<std::string>());
         if (type == "fail") good = e.contains("error") && e["error"].is_object() && e["error"].contains("code");
       }
     }
-    if (good && type == "exit" && e.contains("signal")) killed.insert(e.value("pid", 0));
+    if (good && type == "exit" && e.contains("signal") && integer("pid")) killed.insert(e["pid"].get<int>());
     if (!good) {
       ++bad;
       if (first_bad.empty()) first_bad = line.substr(0, 160);

@@ -27,4 +27,12 @@ std::optional<SubjectInfo> resolve_subject(const std::string& spec, const std::v
                                            std::string* err);
 std::vector<std::string> split_words(const std::string& cmd);
 
+// Whether the supervisor's execve(argv[0], ...) can start this program: it
+// does not search PATH, so argv[0] is a path (relative to the harness's
+// working directory); it must be a regular, executable file that is an ELF
+// binary or a "#!" script whose interpreter is there too. False with *why
+// (naming the program, and for a bare name found on PATH, the path to write)
+// otherwise: checked once before the first trial, not found out by every one.
+bool check_program(const std::vector<std::string>& argv, std::string* why);
+
 }  // namespace harness

@@ -22,6 +22,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <functional>
 #include <map>
 #include <set>
@@ -38,6 +39,25 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 constexpr int kEventsFd = 3;
+
+// Subjects write the history too, so what the supervisor reads of it while
+// the trial runs (triggers, a replacement's round, a ghost's prefix) takes a
+// field only when it has the protocol's type; anything else reads as absent.
+// A malformed line never throws out of the trial: check_trial_dir reports it
+// afterwards as a history error.
+std::string str_of(const Json& e, const char* key) {
+  auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+std::int64_t int_of(const Json& e, const char* key, std::int64_t def) {
+  auto it = e.find(key);
+  if (it == e.end()) return def;
+  if (it->is_number_integer() && !it->is_number_unsigned()) return it->get<std::int64_t>();
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return static_cast<std::int64_t>(it->get<std::uint64_t>());
+  }
+  return def;
+}
 
 // What a worker's process needs before exec. Prepared by the parent: the
 // forked child only makes syscalls with it.
@@ -555,9 +575,9 @@ class Supervisor {
       for (auto& t : triggers) {
         if (t.done || t.fire_at >= 0) continue;
         const Action& a = *t.a;
-        if (e.value("type", "") != a.on_type || e.value("job", -2) != a.on_job || e.value("rank", -2) != a.on_rank) continue;
-        if (e.value("op", "") != a.on_op && e.value("name", "") != a.on_op) continue;
-        if (++t.seen == a.on_nth) t.fire_at = e.value("t", mono_ns()) + a.at_ns;
+        if (str_of(e, "type") != a.on_type || int_of(e, "job", -2) != a.on_job || int_of(e, "rank", -2) != a.on_rank) continue;
+        if (str_of(e, "op") != a.on_op && str_of(e, "name") != a.on_op) continue;
+        if (++t.seen == a.on_nth) t.fire_at = int_of(e, "t", mono_ns()) + a.at_ns;
       }
     }
     std::int64_t now = mono_ns();
@@ -763,9 +783,9 @@ class Supervisor {
     int last = -1;
     while (std::getline(f, line)) {
       auto e = Json::parse(line, nullptr, false);
-      if (!e.is_object() || e.value("type", "") != "invoke" || e.value("op", "") != "barrier") continue;
-      if (e.value("job", -2) != job || e.value("rank", -2) != rank || e.value("pid", -2) != self_pid) continue;
-      const auto& args = e.value("args", Json::object());
+      if (!e.is_object() || str_of(e, "type") != "invoke" || str_of(e, "op") != "barrier") continue;
+      if (int_of(e, "job", -2) != job || int_of(e, "rank", -2) != rank || int_of(e, "pid", -2) != self_pid) continue;
+      const Json args = e.contains("args") ? e["args"] : Json::object();
       if (args.is_object() && args.contains("round") && args["round"].is_number_integer()) {
         last = std::max(last, args["round"].get<int>());
       }
@@ -972,8 +992,9 @@ class Supervisor {
     std::string line;
     while (std::getline(f, line)) {
       auto e = Json::parse(line, nullptr, false);
-      if (e.is_object() && e.value("type", "") == "ok" && e.value("op", "") == "acquire" && e.contains("value")) {
-        kill["detail"]["prefix"] = e["value"].value("prefix", -1);
+      if (e.is_object() && str_of(e, "type") == "ok" && str_of(e, "op") == "acquire" && e.contains("value") &&
+          e["value"].is_object()) {
+        kill["detail"]["prefix"] = int_of(e["value"], "prefix", -1);
       }
     }
     kill["detail"]["ghost"] = label;

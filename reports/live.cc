@@ -182,9 +182,9 @@ std::shared_ptr<LiveReporting> LiveReporting::start(const LiveOptions& o, std::s
     harness::MsRange d;
     std::string why;
     if (!harness::parse_range_text(o.push_timeout, &d, &why) || d.min != d.max ||
-        d.min.count() <= 0) {
+        d.min.count() <= 0 || d.min > std::chrono::minutes(10)) {
       *err = "--push-timeout '" + o.push_timeout +
-             "': " + (why.empty() ? "must be one positive duration, e.g. 10s" : why);
+             "': " + (why.empty() ? "must be one duration in 1ms..10m, e.g. 10s" : why);
       return nullptr;
     }
     live->push_timeout_s_ = d.min.count() / 1000.0;

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/files.h"
 #include "reports/reports.h"
 
 namespace reports {
@@ -262,7 +263,10 @@ std::string metrics_text(const harness::RunResult& r, const MetricsOptions& o) {
 
 std::optional<double> read_metric(const std::string& path, const std::string& name,
                                   const std::string& subject) {
-  std::ifstream f(path);
+  // The previous run's textfile, or anything a user put there.
+  const auto text = harness::read_regular_file(path, harness::kMaxUserFileBytes, nullptr);
+  if (!text) return std::nullopt;
+  std::istringstream f(*text);
   const std::string prefix = name + "{subject=\"" + label_value(subject) + "\"} ";
   for (std::string line; std::getline(f, line);) {
     if (!line.starts_with(prefix)) continue;

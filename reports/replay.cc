@@ -16,16 +16,12 @@ bool ReplayTally::reproduced() const {
   return false;
 }
 
-std::vector<std::string> replay_targets(const nlohmann::json& verdict) {
+std::vector<std::string> replay_targets(const harness::StoredVerdict& verdict) {
   std::vector<std::string> invalid, unknown;
-  if (!verdict.is_object() || !verdict.contains("checks") || !verdict["checks"].is_array())
-    return {};
-  for (const auto& c : verdict["checks"]) {
-    if (!c.is_object() || c.contains("excused")) continue;  // an excused verdict counts for nothing
-    std::string inv = c.value("invariant", ""), v = c.value("verdict", "");
-    if (inv.empty()) continue;
-    if (v == "invalid") invalid.push_back(inv);
-    if (v == "unknown") unknown.push_back(inv);
+  for (const auto& c : verdict.checks) {
+    if (c.excused) continue;  // an excused verdict counts for nothing
+    if (c.verdict == harness::Verdict::kInvalid) invalid.push_back(c.invariant);
+    if (c.verdict == harness::Verdict::kUnknown) unknown.push_back(c.invariant);
   }
   return invalid.empty() ? unknown : invalid;
 }

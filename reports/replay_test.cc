@@ -7,10 +7,10 @@ namespace {
 
 using harness::Verdict;
 
-nlohmann::json VerdictJson(std::vector<std::pair<std::string, std::string>> checks) {
-  nlohmann::json v = {{"verdict", "invalid"}, {"checks", nlohmann::json::array()}};
-  for (const auto& [inv, verdict] : checks)
-    v["checks"].push_back({{"invariant", inv}, {"verdict", verdict}});
+harness::StoredVerdict VerdictOf(std::vector<std::pair<std::string, Verdict>> checks) {
+  harness::StoredVerdict v;
+  v.verdict = Verdict::kInvalid;
+  for (const auto& [inv, verdict] : checks) v.checks.push_back({inv, verdict});
   return v;
 }
 
@@ -30,14 +30,15 @@ harness::RunResult Replay(std::vector<std::pair<std::string, Verdict>> checks,
 }
 
 TEST(Replay, TargetsAreTheInvalidInvariantsElseTheUnknownOnes) {
-  EXPECT_EQ(replay_targets(VerdictJson(
-                {{"a", "valid"}, {"b", "invalid"}, {"c", "unknown"}, {"d", "invalid"}})),
+  EXPECT_EQ(replay_targets(VerdictOf({{"a", Verdict::kValid},
+                                      {"b", Verdict::kInvalid},
+                                      {"c", Verdict::kUnknown},
+                                      {"d", Verdict::kInvalid}})),
             (std::vector<std::string>{"b", "d"}));
-  EXPECT_EQ(replay_targets(VerdictJson({{"a", "valid"}, {"c", "unknown"}})),
+  EXPECT_EQ(replay_targets(VerdictOf({{"a", Verdict::kValid}, {"c", Verdict::kUnknown}})),
             (std::vector<std::string>{"c"}));
-  EXPECT_TRUE(replay_targets(VerdictJson({{"a", "valid"}})).empty());
-  EXPECT_TRUE(replay_targets(nullptr).empty());
-  EXPECT_TRUE(replay_targets({{"checks", 3}}).empty());
+  EXPECT_TRUE(replay_targets(VerdictOf({{"a", Verdict::kValid}})).empty());
+  EXPECT_TRUE(replay_targets(VerdictOf({})).empty());
 }
 
 TEST(Replay, CountsHowOftenEachTargetFailsAgain) {

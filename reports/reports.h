@@ -20,6 +20,7 @@
 #include "harness/history.h"
 #include "harness/results.h"
 #include "harness/run_events.h"
+#include "harness/stored.h"
 
 namespace reports {
 
@@ -180,7 +181,7 @@ struct ReplayTally {
   bool reproduced() const;             // some target failed again at least once
 };
 // The invariants a trial's verdict.json says were invalid; if none, the unknown ones.
-std::vector<std::string> replay_targets(const nlohmann::json& verdict);
+std::vector<std::string> replay_targets(const harness::StoredVerdict& verdict);
 // Adds one replay's result (a RunResult of one trial; more count as more replays).
 void add_replay(ReplayTally* tally, const harness::RunResult& replay);
 // "  prefix.unique: 7/10" lines, targets first, then other invariants that failed.

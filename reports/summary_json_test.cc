@@ -316,5 +316,26 @@ TEST(SummaryRead, NamesTheKeyThatIsWrong) {
   EXPECT_EQ(read_summary(j).error(), "summary.shard '3/2' is not i/n");
 }
 
+// What `report` reads back from summary.json (harness/stored.h) decodes what
+// this writes: run id, subject, elapsed time, each listed trial's dir and
+// reproduce command.
+TEST(SummaryJson, TheStoredDecoderReadsBackWhatItWrites) {
+  auto trials = Trials(200, 1, 4);
+  RunResult r = MakeRun(trials, 10);
+  r.run_id = "20261123-050355-9199";
+  r.elapsed = 12.5;
+  harness::StoredError err;
+  auto back = harness::parse_summary(summary_json(r).dump(2), "summary.json", &err);
+  ASSERT_TRUE(back) << err.to_string();
+  EXPECT_EQ(back->run_id, r.run_id);
+  EXPECT_EQ(back->subject, r.subject);
+  EXPECT_EQ(back->elapsed_s, 12.5);
+  ASSERT_FALSE(back->violations.empty());
+  for (const auto& v : back->violations) {
+    EXPECT_EQ(v.trial_dir.rfind("/runs/r/", 0), 0u) << v.trial_dir;
+    EXPECT_EQ(v.reproduce.rfind("shmstress run s.toml --seed 5 --trial ", 0), 0u) << v.reproduce;
+  }
+}
+
 }  // namespace
 }  // namespace reports

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "harness/files.h"
 #include "reports/reports.h"
 
 namespace reports {
@@ -326,15 +327,15 @@ nlohmann::json timeline_trace(const harness::History& h, const harness::TrialRes
 
 bool write_timeline(const harness::TrialResult& t, const harness::TrialMeta& meta,
                     std::string* err) {
-  std::ifstream f(t.dir + "/history.jsonl");
-  if (!f) {
-    if (err != nullptr) *err = "cannot read " + t.dir + "/history.jsonl";
+  std::string why;
+  const auto text =
+      harness::read_regular_file(t.dir + "/history.jsonl", harness::kMaxHistoryBytes, &why);
+  if (!text) {
+    if (err != nullptr) *err = "cannot read " + t.dir + "/history.jsonl: " + why;
     return false;
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
   std::vector<std::string> errors;
-  auto events = harness::parse_jsonl(ss.str(), &errors);
+  auto events = harness::parse_jsonl(*text, &errors);
   harness::History h = harness::build_history(events, meta, &errors);
   Json trace = timeline_trace(h, t);
   return write_file_atomic(t.dir + "/timeline.json",
