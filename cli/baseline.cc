@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "harness/baseline.h"
+#include "harness/stored.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -62,12 +63,19 @@ int baseline(const BaselineArgs& a) {
       std::fprintf(stderr, "shmstress baseline: %s\n", b.error().to_string().c_str());
       return 2;
     }
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(p), nullptr, false);
-    const std::string run_id = j.is_object() ? j.value("run_id", std::string("?")) : "?";
+    // load_baseline read it as a baseline; the notes take a few more fields,
+    // each only if it has the type the run writes (a user may edit the file).
+    const nlohmann::json j = harness::load_json_object(p.string(), nullptr).value_or(nlohmann::json::object());
+    auto text = [](const nlohmann::json& o, const char* k, std::string absent) {
+      auto it = o.find(k);
+      return it != o.end() && it->is_string() ? it->get<std::string>() : absent;
+    };
+    const std::string run_id = text(j, "run_id", "?");
     std::map<std::string, nlohmann::json> bucket;
-    if (j.is_object() && j["buckets"].is_array()) {
-      for (const auto& bk : j["buckets"]) {
-        if (bk.is_object() && bk["fingerprint"].is_string()) bucket[bk["fingerprint"]] = bk;
+    if (auto bs = j.find("buckets"); bs != j.end() && bs->is_array()) {
+      for (const auto& bk : *bs) {
+        if (bk.is_object() && bk.contains("fingerprint") && bk["fingerprint"].is_string())
+          bucket[bk["fingerprint"].get<std::string>()] = bk;
       }
     }
     std::vector<harness::KnownFailure> these;
@@ -78,15 +86,17 @@ int baseline(const BaselineArgs& a) {
       seen.insert(k.fingerprint);
       if (at.contains(k.fingerprint)) continue;
       const nlohmann::json& bk = bucket[k.fingerprint];
-      const bool was_known = bk.is_object() && bk.value("status", "") == "known";
+      const bool was_known = bk.is_object() && text(bk, "status", "") == "known";
       if (!was_known) {
         k.reason = a.reason.empty() ? "known since run " + run_id : a.reason;
         k.expires = expires;
       }
       std::string note;
       if (bk.is_object()) {
-        note = bk.value("problem", std::string()) + "\n" + std::to_string(bk.value("trials", 0)) +
-               " trials in run " + run_id + "; reproduce: " + bk.value("reproduce", std::string());
+        auto trials = bk.find("trials");
+        note = text(bk, "problem", "") + "\n" +
+               (trials != bk.end() && trials->is_number_integer() ? std::to_string(trials->get<std::int64_t>()) : "?") +
+               " trials in run " + run_id + "; reproduce: " + text(bk, "reproduce", "");
       }
       at[k.fingerprint] = entries.size();
       entries.push_back(std::move(k));

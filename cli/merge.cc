@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "harness/baseline.h"
+#include "harness/stored.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -60,9 +61,10 @@ int merge(const MergeArgs& a) {
     const fs::path file = fs::is_directory(d) ? fs::path(d) / "summary.json" : fs::path(d);
     const fs::path root = fs::absolute(file.parent_path());
     if (!fs::exists(file)) return bad(file.string() + ": no summary.json (is it a run dir?)");
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(file), nullptr, false);
-    if (j.is_discarded()) return bad(file.string() + ": not valid JSON");
-    auto r = reports::read_summary(j);
+    harness::StoredError err;
+    auto j = harness::load_json_object(file.string(), &err);
+    if (!j) return bad(err.to_string());
+    auto r = reports::read_summary(*j);
     if (!r) return bad(file.string() + ": " + r.error());
     // Trial dirs and example dirs as they are here.
     const std::string rec = r->out_dir;

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "cli/cli.h"
+#include "harness/stored.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -21,8 +22,9 @@ void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>&
   fs::path run = fs::canonical(trial, ec);
   for (int up = 0; !ec && up < 3 && !fs::exists(run / "summary.json"); ++up) run = run.parent_path();
   if (ec || !fs::exists(run / "summary.json")) return;
-  nlohmann::json j = nlohmann::json::parse(std::ifstream(run / "summary.json"), nullptr, false);
-  auto r = reports::read_summary(j);
+  auto j = harness::load_json_object((run / "summary.json").string(), nullptr);
+  if (!j) return;  // not readable: nothing to note
+  auto r = reports::read_summary(*j);
   if (!r) return;  // an older summary.json: nothing to note
   bool changed = false;
   for (const auto& f : fps) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "files.h"
 #include "triage.h"
 
 namespace harness {
@@ -117,8 +118,8 @@ struct CountingIterator {
   bool operator==(const CountingIterator& o) const { return p == o.p; }
 };
 
-std::expected<Baseline, BaselineError> parse_summary(std::string_view text,
-                                                     const std::string& file, Day today) {
+std::expected<Baseline, BaselineError> baseline_of_summary(std::string_view text,
+                                                           const std::string& file, Day today) {
   int line = 1;
   // Where each element of "buckets" starts, and where its keys are.
   std::vector<int> bucket_line;
@@ -240,16 +241,15 @@ std::expected<Baseline, BaselineError> parse_baseline(std::string_view text,
                                                       const std::string& file, Day today) {
   std::string_view t = trim(text);
   while (!t.empty() && (t.front() == '\n' || t.front() == ' ')) t = trim(t.substr(1));
-  if (!t.empty() && t.front() == '{') return parse_summary(text, file, today);
+  if (!t.empty() && t.front() == '{') return baseline_of_summary(text, file, today);
   return parse_lines(text, file, today);
 }
 
 std::expected<Baseline, BaselineError> load_baseline(const std::string& path, Day today) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return error(path, 0, "cannot read the baseline");
-  std::ostringstream os;
-  os << f.rdbuf();
-  return parse_baseline(os.str(), path, today);
+  std::string why;
+  auto text = read_regular_file(path, kMaxUserFileBytes, &why);
+  if (!text) return error(path, 0, "cannot read the baseline: " + why);
+  return parse_baseline(*text, path, today);
 }
 
 std::string baseline_text(const std::vector<KnownFailure>& entries,

@@ -355,4 +355,14 @@ std::optional<StoredSummary> load_summary(const std::string& path, StoredError* 
   return load<StoredSummary>(path, err, &parse_summary);
 }
 
+std::optional<Json> load_json_object(const std::string& path, StoredError* err) {
+  std::string why;
+  auto text = read_regular_file(path, kMaxUserFileBytes, &why);
+  if (!text) {
+    if (err != nullptr) *err = StoredError{path, "", "cannot read: " + why};
+    return std::nullopt;
+  }
+  return Decoder(path, err).parse(*text);
+}
+
 }  // namespace harness

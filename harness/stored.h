@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checker.h"
 
 namespace harness {
@@ -77,6 +79,11 @@ std::optional<StoredSummary> parse_summary(std::string_view text, const std::str
 std::optional<StoredSchedule> load_schedule(const std::string& path, StoredError* err);
 std::optional<StoredVerdict> load_verdict(const std::string& path, StoredError* err);
 std::optional<StoredSummary> load_summary(const std::string& path, StoredError* err);
+
+// A stored JSON object read as the load_* functions read (a regular file of
+// at most kMaxUserFileBytes, nested at most kMaxStoredJsonDepth): for callers
+// that decode summary.json further themselves (merge, shrink, baseline).
+std::optional<nlohmann::json> load_json_object(const std::string& path, StoredError* err);
 
 // The deepest nesting of arrays and objects in JSON text (strings skipped),
 // stopping early once past `limit`; and the 1-based line where it got there.

@@ -298,6 +298,21 @@ cmdline("replay--times=0", ["replay", TMP, "--times", "0"], "--times")
 cmdline("shrink--retries=-1", ["shrink", TMP, "--retries", "-1"], "--retries")
 cmdline("shrink--budget=abc", ["shrink", TMP, "--budget", "abc"], "--budget")
 cmdline("subject-check-nonexistent", ["subject-check", "/nonexistent"], "/nonexistent")
+# merge, baseline and run --baseline read summary.json / baseline files as every stored file is read.
+DEV_ZERO_JSON = path("merge", "zero.json")
+os.symlink("/dev/zero", DEV_ZERO_JSON)
+cmdline("merge-fifo", ["merge", fifo, "--out", path("out", "merge-fifo")], "cannot read: is a FIFO")
+cmdline("merge-dev-zero", ["merge", DEV_ZERO_JSON, "--out", path("out", "merge-zero")],
+        "cannot read: is a character device")
+cmdline("merge-deep", ["merge", write(path("merge", "deep.json"), "[" * 100000 + "]" * 100000),
+                       "--out", path("out", "merge-deep")], "nested deeper than 64")
+cmdline("baseline-fifo", ["baseline", fifo], "cannot read the baseline: is a FIFO")
+case("cli/baseline-wrong-typed-summary",
+     ["baseline", write(path("merge", "typed.json"),
+                        '{"run_id": 5, "buckets": [{"fingerprint": 3, "trials": "x", "status": 1}]}')],
+     {0, 2})
+cmdline("run--baseline=dev-zero", ["run", BASIC, "--baseline", DEV_ZERO_JSON],
+        "--baseline .*cannot read the baseline: is a character device")
 cmdline("subject-check-fifo", ["subject-check", fifo], "not a regular file")
 # `list` reads every *.toml under --dir: the ones it cannot read are listed as invalid.
 LIST_DIR = os.path.join(TMP, "list-dir")
