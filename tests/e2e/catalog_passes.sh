@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
-# The real shmcoord passes the whole stock catalog: exit 0, every invariant valid.
+# The real shmcoord passes the whole stock catalog: exit 0, every invariant
+# valid, every scenario's expect_reached states reached.
+#   catalog_passes.sh SHMSTRESS [KEEP_DIR]
+# With KEEP_DIR the run stays there: it is the stock-worker control that the
+# e2e.mutant_caught tests share. 8 trials of every scenario with the seed of
+# their first attempts: more than most reach before their catch, and
+# tests/e2e/mutant_caught.sh checks the seed and the per-scenario trial counts
+# before it uses this run instead of running its own.
 source "$(dirname "$0")/lib.sh"
-shmstress=$1
+shmstress=$1 keep=${2:-}
+out="$SCRATCH/run"
+if [[ -n $keep ]]; then
+  rm -rf "$keep"
+  out=$keep
+fi
 set +e
-"$shmstress" run scenarios/*.toml --trials ${CATALOG_TRIALS:-6} --seed 20261121 --out "$SCRATCH/run" >"$SCRATCH/out.log" 2>&1
+"$shmstress" run scenarios/*.toml --trials "${CATALOG_TRIALS:-8}" --seed 20261121 --out "$out" >"$SCRATCH/out.log" 2>&1
 rc=$?
 set -e
 tail -n 40 "$SCRATCH/out.log"
-[[ $rc -eq 0 ]] || fail "shmcoord did not pass the catalog (exit $rc)"
-[[ $(json "$SCRATCH/run/summary.json" "j['verdict']") == valid ]] || fail "verdict not valid"
-[[ $(json "$SCRATCH/run/summary.json" "len(j['violations'])") == 0 ]] || fail "violations reported"
+if [[ $rc -ne 0 ]]; then
+  [[ -n $keep ]] && rm -rf "$keep"  # never a control that is not clean
+  fail "shmcoord did not pass the catalog (exit $rc)"
+fi
+[[ $(json "$out/summary.json" "j['verdict']") == valid ]] || fail "verdict not valid"
+[[ $(json "$out/summary.json" "len(j['violations'])") == 0 ]] || fail "violations reported"

@@ -59,18 +59,36 @@ trial=${first##* trial }
 
 # Control 1: the stock worker, same seed, as long as the mutant's run took
 # (at least 10 s): the same trial schedule, round-robin over the catalog.
+# The suite's e2e.shmcoord_passes_catalog run (MUTANT_CONTROL: its
+# summary.json) is that control when it has the same seed and catalog, and at
+# least as many trials of every scenario as the mutant's run reached.
 control_s=$(( took > 10 ? took : 10 ))
-set +e
-"$shmstress" run "${catalog[@]}" --duration "${control_s}s" --seed "$seed" \
-  --out "$SCRATCH/control" >"$SCRATCH/control.log" 2>&1
-crc=$?
-set -e
-cviol=$(json "$SCRATCH/control/summary.json" "len(j['violations'])")
-if [[ $cviol != 0 ]]; then
-  tail -n 40 "$SCRATCH/control.log"
-  fail "control (stock worker, seed $seed, ${control_s}s) is not clean: $cviol violation(s), exit $crc; the catch of $name does not count"
+control=""
+if [[ -z ${MUTANT_SCENARIOS:-} && -f ${MUTANT_CONTROL:-} ]] && "$PY" - "$MUTANT_CONTROL" "$SCRATCH/run$caught/summary.json" "$seed" <<'PYEOF'
+import json, sys
+c, m = (json.load(open(p)) for p in sys.argv[1:3])
+ok = c.get('seed') == int(sys.argv[3]) and not c.get('violations') and c.get('verdict') == 'valid'
+cs, ms = c['tally']['scenarios'], m['tally']['scenarios']
+ok = ok and set(cs) == set(ms) and all(cs[n]['trials'] >= ms[n]['trials'] for n in ms)
+sys.exit(0 if ok else 1)
+PYEOF
+then
+  control=$MUTANT_CONTROL
+  control_s=$(json "$control" "round(j['elapsed_s'])")
+else
+  set +e
+  "$shmstress" run "${catalog[@]}" --duration "${control_s}s" --seed "$seed" \
+    --out "$SCRATCH/control" >"$SCRATCH/control.log" 2>&1
+  crc=$?
+  set -e
+  control=$SCRATCH/control/summary.json
+  cviol=$(json "$control" "len(j['violations'])")
+  if [[ $cviol != 0 ]]; then
+    tail -n 40 "$SCRATCH/control.log"
+    fail "control (stock worker, seed $seed, ${control_s}s) is not clean: $cviol violation(s), exit $crc; the catch of $name does not count"
+  fi
 fi
-ctrials=$(json "$SCRATCH/control/summary.json" "j['trials']")
+ctrials=$(json "$control" "j['trials']")
 
 # Control 2: the exact trial that caught the mutant, three times with the stock worker.
 for i in 1 2 3; do
@@ -86,4 +104,5 @@ for i in 1 2 3; do
 done
 
 echo "$name: caught in ${caught_after}s by $hit (first: $first; attempt $((caught + 1)); seen:$found)"
-echo "$name: control clean: stock worker, seed $seed, ${control_s}s, $ctrials trials, 0 violations; $file trial $trial clean 3/3"
+[[ $control == "${MUTANT_CONTROL:-}" ]] && shared=" (the catalog run's)" || shared=""
+echo "$name: control clean$shared: stock worker, seed $seed, ${control_s}s, $ctrials trials, 0 violations; $file trial $trial clean 3/3"
