@@ -15,6 +15,7 @@
 #include "harness/baseline.h"
 #include "harness/stored.h"
 #include "reports/reports.h"
+#include "reports/summary_read.h"
 
 namespace cli {
 namespace {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "cli/cli.h"
+#include "harness/baseline.h"
 #include "harness/subjects.h"
 #include "reports/live.h"  // --listen, --pushgateway
 #include "reports/reports.h"

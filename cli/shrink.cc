@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "harness/stored.h"
 #include "reports/reports.h"
+#include "reports/summary_read.h"
 
 namespace cli {
 namespace {

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "baseline.h"
 #include "checker.h"
+#include "known.h"
 
 namespace harness {
 

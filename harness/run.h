@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "baseline.h"
 #include "history.h"
+#include "known.h"
 #include "plan.h"
 #include "results.h"
 #include "run_events.h"

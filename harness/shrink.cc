@@ -256,18 +256,18 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
 }
 
 std::vector<Fingerprint> trial_fingerprints(const std::string& trial_dir, const std::string& invariant) {
-  const nlohmann::json v = nlohmann::json::parse(read_file(trial_dir + "/verdict.json"), nullptr, false);
-  const nlohmann::json sched = nlohmann::json::parse(read_file(trial_dir + "/schedule.json"), nullptr, false);
-  if (!v.is_object() || !v.contains("checks") || !v["checks"].is_array()) return {};
-  const std::string scenario = sched.is_object() ? sched.value("scenario", std::string()) : "";
-  for (const auto& c : v["checks"]) {
-    if (!c.is_object() || c.value("invariant", "") != invariant || c.value("verdict", "") != "invalid") continue;
+  // Stored files a user may have edited: decoded by type (stored.h), and a
+  // file that does not decode gives no fingerprint rather than an exception.
+  auto v = load_verdict(trial_dir + "/verdict.json", nullptr);
+  auto sched = load_schedule(trial_dir + "/schedule.json", nullptr);
+  if (!v) return {};
+  const std::string scenario = sched && sched->scenario ? *sched->scenario : "";
+  for (const auto& c : v->checks) {
+    if (c.invariant != invariant || c.verdict != Verdict::kInvalid) continue;
     CheckResult check;
     check.invariant = invariant;
     check.verdict = Verdict::kInvalid;
-    for (const auto& p : c.value("problems", nlohmann::json::array())) {
-      if (p.is_string()) check.problems.push_back(p.get<std::string>());
-    }
+    check.problems = c.problems;
     return violation_fingerprints(scenario, check);
   }
   return {};
@@ -285,8 +285,8 @@ std::expected<std::string, std::string> save_regression(const ShrinkResult& r, c
   } catch (const std::exception& e) {
     return std::unexpected(std::string("cannot read the scenarios back: ") + e.what());
   }
-  const nlohmann::json sched = nlohmann::json::parse(read_file(trial_dir + "/schedule.json"), nullptr, false);
-  const std::string scenario = sched.is_object() ? sched.value("scenario", std::string("scenario")) : "scenario";
+  auto sched = load_schedule(trial_dir + "/schedule.json", nullptr);
+  const std::string scenario = sched && sched->scenario ? *sched->scenario : "scenario";
   const Fingerprint& fp = fingerprints.front();
   const std::string hash = fp.id.substr(fp.id.rfind('/') + 1);
   const std::string name = "regress-" + scenario + "-" + hash;

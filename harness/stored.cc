@@ -301,7 +301,21 @@ std::optional<StoredVerdict> parse_verdict(std::string_view text, const std::str
       d.fail(at + "/invariant", "is empty");
       return std::nullopt;
     }
-    out.checks.push_back({*inv, *cv, std::move(excused)});
+    std::vector<std::string> problems;
+    if (const Json* ps = Decoder::field(c, "problems"); ps != nullptr && !ps->is_null()) {
+      if (!ps->is_array()) {
+        d.fail(at + "/problems", "must be an array, got " + describe(*ps));
+        return std::nullopt;
+      }
+      for (std::size_t k = 0; k < ps->size(); ++k) {
+        if (!(*ps)[k].is_string()) {
+          d.fail(at + "/problems/" + std::to_string(k), "must be a string, got " + describe((*ps)[k]));
+          return std::nullopt;
+        }
+        problems.push_back((*ps)[k].get<std::string>());
+      }
+    }
+    out.checks.push_back({*inv, *cv, std::move(excused), std::move(problems)});
   }
   return out;
 }

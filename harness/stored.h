@@ -48,6 +48,7 @@ struct StoredCheck {
   std::string invariant;
   Verdict verdict = Verdict::kValid;
   std::optional<std::string> excused;  // the scenario excused it: shown, counts for nothing
+  std::vector<std::string> problems;   // what it found (shrink fingerprints them)
 };
 struct StoredVerdict {
   Verdict verdict = Verdict::kValid;

@@ -114,6 +114,7 @@ TEST(StoredVerdict, DecodesChecks) {
   EXPECT_EQ(v->verdict, Verdict::kInvalid);
   ASSERT_EQ(v->checks.size(), 2u);
   EXPECT_EQ(v->checks[0].invariant, "prefix.unique");
+  EXPECT_EQ(v->checks[0].problems, std::vector<std::string>{"x"});
   EXPECT_EQ(v->checks[0].verdict, Verdict::kInvalid);
 }
 
@@ -127,6 +128,8 @@ TEST(StoredVerdict, AnUnknownVerdictNameOrAWrongTypeIsNamed) {
   EXPECT_EQ(e.to_string(), "v: /checks: must be an array, got an object");
   EXPECT_FALSE(parse_verdict(R"({"checks":[{"invariant":7,"verdict":"valid"}]})", "v", &e));
   EXPECT_EQ(e.to_string(), "v: /checks/0/invariant: must be a string, got 7");
+  EXPECT_FALSE(parse_verdict(R"({"checks":[{"invariant":"a","verdict":"valid","problems":["p",3]}]})", "v", &e));
+  EXPECT_EQ(e.to_string(), "v: /checks/0/problems/1: must be a string, got 3");
 }
 
 TEST(StoredSummary, DecodesWhatReportsUse) {

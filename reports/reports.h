@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <expected>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,12 +35,6 @@ nlohmann::json bucket_json(const harness::Bucket& b);
 // The run's buckets as every report lists them: new ones first, then by
 // trials (most first), then by fingerprint.
 std::vector<const harness::Bucket*> buckets_in_order(const harness::RunResult& r);
-
-// --- summary_read.cc ----------------------------------------------------------
-// A run read back from its summary.json (what `merge` adds up): counters,
-// buckets, the baseline they were classified with, the listed failing trials.
-// An error names the key that is missing or wrong.
-std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json& j);
 
 // Per scenario: trials, and per invariant how many trials failed it and the
 // worst verdict. Shared by the console table and report.html (console.cc).

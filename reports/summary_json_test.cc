@@ -10,6 +10,7 @@
 
 #include "harness/triage.h"
 #include "reports/reports.h"
+#include "reports/summary_read.h"
 
 namespace reports {
 namespace {

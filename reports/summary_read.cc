@@ -7,6 +7,7 @@
 
 #include "harness/baseline.h"
 #include "reports/reports.h"
+#include "reports/summary_read.h"
 
 namespace reports {
 namespace {
