@@ -100,6 +100,8 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
                           {"clean_before", w.clean_before},
                           {"clean_after", w.clean_after},
                           {"start_jitter_ms", range_json(js.start_jitter)}};
+    // Only when asked: subjects that know one dataset per process see the ops they always did.
+    if (w.datasets > 1) ops["datasets"] = w.datasets;
     for (int r = 0; r < js.ranks; ++r) {
       WorkerPlan wp;
       wp.job = static_cast<int>(j);

@@ -40,6 +40,7 @@ constexpr int kMaxCount = 64;
 constexpr int kMaxRanks = 64;
 constexpr int kMaxDirs = 16;
 constexpr int kMaxRounds = 10000;
+constexpr int kMaxDatasets = 8;
 constexpr int kMaxTrials = 100000;
 constexpr int kMaxLwsWrong = 4096;
 constexpr Ms kMaxJitter = std::chrono::minutes(10);  // any range (jitter, hold)
@@ -57,7 +58,7 @@ const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
 const std::vector<std::string_view> kWorkloadKeys = {"acquire",      "rounds",     "round_jitter",
                                                      "hold",         "release",    "segments",
-                                                     "clean_before", "clean_after"};
+                                                     "clean_before", "clean_after", "datasets"};
 
 int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
@@ -625,6 +626,8 @@ class Parser {
         ok = get_bool(*node, "clean_before", &w->clean_before);
       } else if (k == "clean_after") {
         ok = get_bool(*node, "clean_after", &w->clean_after);
+      } else if (k == "datasets") {
+        ok = get_int(*node, "datasets", 1, kMaxDatasets, &w->datasets);
       } else {
         ok = unknown(*key, *node, kWorkloadKeys, "in [job.workload]");
       }

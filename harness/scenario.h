@@ -33,6 +33,9 @@ struct Workload {
   std::vector<std::string> segments;  // job segments the local leader creates after acquire
   bool clean_before = false;          // run clean_stale before acquiring
   bool clean_after = false;           // run clean_stale after releasing
+  // Datasets each rank holds at once under the same job key and dirs (train
+  // and val in one process): acquired in turn, released last-first.
+  int datasets = 1;
 };
 
 enum class LwsMode { kSet, kMissing, kWrong };

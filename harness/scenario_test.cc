@@ -151,6 +151,7 @@ TEST(ScenarioParse, OmittedKeysTakeDefaultsAndNameIsFileStem) {
   EXPECT_TRUE(sc.jobs[0].workload.acquire);
   EXPECT_TRUE(sc.jobs[0].workload.release);
   EXPECT_EQ(sc.jobs[0].workload.rounds, 0);
+  EXPECT_EQ(sc.jobs[0].workload.datasets, 1);
   EXPECT_TRUE(sc.faults.empty());
 }
 
@@ -213,6 +214,12 @@ TEST(ScenarioParse, OtherOutOfRangeValuesReportTheirLine) {
   EXPECT_EQ(parse_error("timeout = \"11m\"\n[[job]]\n").line, 1);
   EXPECT_EQ(parse_error("[deadlines]\nbarrier = \"9ms\"\n[[job]]\n").line, 2);
   EXPECT_EQ(parse_error("[deadlines]\nacquire = \"6m\"\n[[job]]\n").line, 2);
+  const auto datasets = parse_error("[[job]]\n[job.workload]\ndatasets = 9\n");
+  EXPECT_EQ(datasets.line, 3);
+  EXPECT_NE(datasets.message.find("'datasets' = 9 is out of range (1..8)"), std::string::npos)
+      << datasets.message;
+  EXPECT_EQ(parse_error("[[job]]\n[job.workload]\ndatasets = 0\n").line, 3);
+  EXPECT_EQ(parse_ok("[[job]]\n[job.workload]\ndatasets = 2\n").jobs[0].workload.datasets, 2);
 }
 
 TEST(ScenarioParse, WrongTypesReportTheValueLine) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -135,9 +136,11 @@ Json identity(const std::string& name, const struct stat& st) {
 
 // The witness (docs/worker-protocol.md): what stat(2) shows now of every
 // segment this worker created. It reports, the checker judges.
-void witness(Ctx& c, const std::vector<Created>& created, const char* when) {
+void witness(Ctx& c, const std::vector<Created>& created, const char* when, const Json& dataset) {
   if (created.empty()) return;
-  Op op(c, "witness", {{"when", when}});
+  Json args = {{"when", when}};
+  if (!dataset.is_null()) args["dataset"] = dataset;
+  Op op(c, "witness", std::move(args));
   Json seen = Json::array();
   for (const Created& s : created) {
     struct stat st;
@@ -223,18 +226,36 @@ int run() {
   bool all_ok = true;
   if (ops.value("clean_before", false)) all_ok &= run_clean(c, ns);
 
-  std::optional<shmcoord::Lease> lease;
+  // A process may hold several datasets at once (train and val under one
+  // launcher: the same job key and dirs); each is acquired, given its
+  // segments and released on its own. Ops of dataset d carry args.dataset = d
+  // when there is more than one, so checkers pair each release with its grant.
+  const int datasets = std::max(1, ops.value("datasets", 1));
+  auto with_dataset = [&](Json args, int d) {
+    if (datasets > 1) args["dataset"] = d;
+    return args;
+  };
+  std::vector<shmcoord::Lease> leases;  // by dataset
   std::optional<shmcoord::Registry> reg;
-  if (all_ok && ops.value("acquire", true)) {
+  for (int d = 0; all_ok && ops.value("acquire", true) && d < datasets; ++d) {
     shmcoord::JobSpec spec;
     spec.job_key = env_or("SHMSTRESS_JOB_KEY", shmcoord::default_job_key());
     spec.local_rank = c.local_rank;
     spec.local_world_size = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
     spec.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_ACQUIRE_TIMEOUT_MS", 5000));
-    for (const auto& d : dirs) spec.dirs.push_back({d.value("path", ""), d.value("remote", false)});
-    Op op(c, "acquire", {{"local_world_size", spec.local_world_size}});
-    auto r = shmcoord::Registry::open(ns, true, spec.timeout);
-    auto l = r ? r->acquire(spec) : std::unexpected(r.error());
+    for (const auto& dir : dirs) spec.dirs.push_back({dir.value("path", ""), dir.value("remote", false)});
+    Op op(c, "acquire", with_dataset({{"local_world_size", spec.local_world_size}}, d));
+    std::optional<shmcoord::Registry> opened;
+    if (!reg) {
+      auto r = shmcoord::Registry::open(ns, true, spec.timeout);
+      if (!r) {
+        op.fail(r.error());
+        all_ok = false;
+        break;
+      }
+      opened.emplace(std::move(*r));
+    }
+    auto l = (reg ? *reg : *opened).acquire(spec);
     if (l) {
       // What exists under the prefix as it is granted: checkers use it to see
       // that a dead job's resources were gone before the prefix was reused.
@@ -255,8 +276,8 @@ int run() {
         }
       }
       op.ok({{"prefix", l->prefix}, {"present", present}});
-      lease = *l;
-      reg.emplace(std::move(*r));
+      leases.push_back(*l);
+      if (opened) reg.emplace(std::move(*opened));
       if (int n = count_fds(); n >= 0) {
         Json f = c.base("fds");
         f["count"] = n;
@@ -268,11 +289,11 @@ int run() {
     }
   }
 
-  std::vector<Created> created;
-  if (lease && c.local_rank == 0) {
+  std::vector<std::vector<Created>> created(leases.size());  // by dataset
+  for (std::size_t d = 0; c.local_rank == 0 && d < leases.size(); ++d) {
     for (const auto& kind : ops.value("segments", Json::array())) {
-      std::string name = ns.shm_name(shmcoord::Namespace::prefix_suffix(lease->prefix, kind.get<std::string>()));
-      Op op(c, "segment", {{"name", name}});
+      std::string name = ns.shm_name(shmcoord::Namespace::prefix_suffix(leases[d].prefix, kind.get<std::string>()));
+      Op op(c, "segment", with_dataset({{"name", name}}, static_cast<int>(d)));
       int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
       struct stat st;
       if (fd < 0 || ::ftruncate(fd, 4096) < 0 || ::fstat(fd, &st) < 0) {
@@ -280,14 +301,14 @@ int run() {
         all_ok = false;
       } else {
         op.ok(identity(name, st));
-        created.push_back(Created{name, st.st_dev, st.st_ino});
+        created[d].push_back(Created{name, st.st_dev, st.st_ino});
       }
       if (fd >= 0) ::close(fd);
     }
   }
 
   int rounds = ops.value("rounds", 0);
-  if (lease && all_ok && rounds > 0) {
+  if (!leases.empty() && all_ok && rounds > 0) {
     if (int late = env_int("SHMSTRESS_ATTACH_DELAY_MS", 0); late > 0) {  // a late barrier joiner
       std::this_thread::sleep_for(std::chrono::milliseconds(late));
     }
@@ -298,7 +319,7 @@ int run() {
     std::optional<shmcoord::Barrier> barrier;
     {
       Op op(c, "barrier_attach", {{"num_procs", n}});
-      auto b = shmcoord::Barrier::attach(ns, shmcoord::Namespace::prefix_suffix(lease->prefix, "barrier"), n, bo);
+      auto b = shmcoord::Barrier::attach(ns, shmcoord::Namespace::prefix_suffix(leases[0].prefix, "barrier"), n, bo);
       if (b) {
         op.ok();
         barrier.emplace(std::move(*b));
@@ -330,13 +351,16 @@ int run() {
     }
   }
 
-  if (lease) {
+  // Released last-acquired first, `hold` before each: with several datasets
+  // the first one outlives the others by that much.
+  for (int d = static_cast<int>(leases.size()) - 1; d >= 0; --d) {
+    const Json ds = datasets > 1 ? Json(d) : Json();
     sleep_range(rng, ops.value("hold_ms", Json()));
     bool released = false;
     if (ops.value("release", true)) {
-      witness(c, created, "release");
-      Op op(c, "release", {{"prefix", lease->prefix}});
-      auto r = reg->release(*lease);
+      witness(c, created[d], "release", ds);
+      Op op(c, "release", with_dataset({{"prefix", leases[d].prefix}}, d));
+      auto r = reg->release(leases[d]);
       if (r) {
         op.ok();
         released = true;
@@ -345,7 +369,7 @@ int run() {
         all_ok = false;
       }
     }
-    if (!released) witness(c, created, "end");  // still holding as the workload ends
+    if (!released) witness(c, created[d], "end", ds);  // still holding as the workload ends
   }
   if (ops.value("clean_after", false)) all_ok &= run_clean(c, ns);
   return all_ok ? 0 : 1;

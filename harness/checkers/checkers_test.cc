@@ -321,6 +321,56 @@ TEST(PrefixUnique, TwoLiveJobsOverlappingOnOnePrefixIsInvalid) {
       << Dump(r);
 }
 
+// Two datasets of one process (train and val under one job key): each acquire
+// is paired with the release of the same dataset (args.dataset).
+TEST(PrefixUnique, OneProcessHoldingOnePrefixForTwoDatasetsIsInvalid) {
+  History h = Trial()
+                  .Ok(0, 0, "acquire", 1, 2, {{"prefix", 0}}, {{"dataset", 0}})
+                  .Ok(0, 0, "acquire", 3, 4, {{"prefix", 0}}, {{"dataset", 1}})
+                  .Ok(0, 0, "release", 10, 11, Json::object(), {{"dataset", 1}})
+                  .Ok(0, 0, "release", 20, 21, Json::object(), {{"dataset", 0}})
+                  .Exit(0, 0, 22, 0)
+                  .End(30)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"prefix 0 held twice by job 0 rank 0 (pid 1000)",
+                        "dataset 0 from +2.000ms to +20.000ms",
+                        "dataset 1 from +4.000ms to +10.000ms"}))
+      << Dump(r);
+}
+
+TEST(PrefixUnique, TwoDatasetsOnTheirOwnPrefixesAreValid) {
+  History h = Trial()
+                  .Ok(0, 0, "acquire", 1, 2, {{"prefix", 0}}, {{"dataset", 0}})
+                  .Ok(0, 0, "acquire", 3, 4, {{"prefix", 1}}, {{"dataset", 1}})
+                  .Ok(0, 0, "release", 10, 11, Json::object(), {{"dataset", 1}})
+                  .Ok(0, 0, "release", 20, 21, Json::object(), {{"dataset", 0}})
+                  .Exit(0, 0, 22, 0)
+                  .End(30)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "datasets-held-at-once")) << Dump(r);
+}
+
+// The second dataset's release ends only its own hold: another job granted
+// the first dataset's prefix before that one's release shares it.
+TEST(PrefixUnique, AReleaseOfTheSecondDatasetDoesNotEndTheFirstsHold) {
+  History h = Trial()
+                  .Ok(0, 0, "acquire", 1, 2, {{"prefix", 0}}, {{"dataset", 0}})
+                  .Ok(0, 0, "acquire", 3, 4, {{"prefix", 1}}, {{"dataset", 1}})
+                  .Ok(0, 0, "release", 10, 11, Json::object(), {{"dataset", 1}})
+                  .Acquire(1, 0, 12, 13, 0)
+                  .Ok(0, 0, "release", 20, 21, Json::object(), {{"dataset", 0}})
+                  .Release(1, 0, 22, 23)
+                  .End(30)
+                  .Build(Meta());
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"prefix 0 held by job 0", "job 1 (pids 1100)"})) << Dump(r);
+}
+
 TEST(PrefixUnique, ReuseAfterTheLastReleaseIsValid) {
   History h = Trial()
                   .Acquire(0, 0, 1, 2, 0)
@@ -1408,6 +1458,29 @@ TEST(CleanupSafety, AWitnessAfterItsOwnReleaseIsNotJudged) {
                   .End(20)
                   .Build(Meta());
   EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
+// The release of another dataset of the same process does not end the hold
+// its witness speaks for.
+TEST(CleanupSafety, ASegmentGoneAfterAnotherDatasetsReleaseIsInvalid) {
+  History h = Trial()
+                  .Ok(0, 0, "acquire", 1, 2, {{"prefix", 0}}, {{"dataset", 0}})
+                  .Ok(0, 0, "acquire", 3, 4, {{"prefix", 0}}, {{"dataset", 1}})
+                  .Ok(0, 0, "segment", 5, 6,
+                      {{"name", "/shm.000000_shard_states"}, {"dev", 7}, {"ino", 11}},
+                      {{"name", "/shm.000000_shard_states"}, {"dataset", 0}})
+                  .Ok(0, 0, "release", 10, 11, Json::object(), {{"dataset", 1}})
+                  .Ok(0, 0, "witness", 20, 21,
+                      {{"segments", {{{"name", "/shm.000000_shard_states"}, {"missing", true}}}}},
+                      {{"when", "release"}, {"dataset", 0}})
+                  .Ok(0, 0, "release", 22, 23, Json::object(), {{"dataset", 0}})
+                  .End(30)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"segment /shm.000000_shard_states that job 0 rank 0 (pid 1000) created "
+                        "at +6.000ms while holding prefix 0 was gone"}))
+      << Dump(r);
 }
 
 TEST(CleanupSafety, AWitnessThatCouldNotLookOrWasTruncatedIsUnknown) {

@@ -51,13 +51,13 @@ bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& h
   return true;
 }
 
-// The hold that worker (job, rank, pid) certainly had at t.
+// The hold of one dataset that worker (job, rank, pid) certainly had at t.
 const checks::RankHold* hold_at(const std::vector<checks::JobHold>& holds, int job, int rank,
-                                int pid, std::int64_t t) {
+                                int pid, std::int64_t dataset, std::int64_t t) {
   for (const auto& j : holds) {
     for (const auto& r : j.ranks) {
       if (r.certain && r.job == job && r.rank == rank && r.pid == pid && r.sure_start <= t &&
-          t <= r.sure_end) {
+          t <= r.sure_end && r.acquire != nullptr && checks::dataset_of(*r.acquire) == dataset) {
         return &r;
       }
     }
@@ -89,12 +89,14 @@ void check_witnesses(const History& h, checks::Report& rep) {
     const std::string by = fmt::format("{} witnessing at {} ({})", checks::who(w),
                                        checks::at(h, w.invoke_t), w.witness_when);
     if (w.truncated) rep.unknown(fmt::format("the report of {} was truncated", by));
-    // Its own release came first: it no longer holds, nothing to judge.
+    // Its own release (of the same dataset) came first: it no longer holds,
+    // nothing to judge.
+    const std::int64_t dataset = checks::dataset_of(w);
     bool released = false;
     for (const Op& op : h.ops) {
       released = released || (op.op == "release" && op.job == w.job && op.rank == w.rank &&
                                op.pid == w.pid && op.invoke_t < w.invoke_t &&
-                               op.outcome != Outcome::kFail);
+                               op.outcome != Outcome::kFail && checks::dataset_of(op) == dataset);
     }
     if (released) continue;
     for (const Sighting& s : w.sightings) {
@@ -102,7 +104,7 @@ void check_witnesses(const History& h, checks::Report& rep) {
       for (const Op& op : h.ops) {
         if (op.op == "segment" && op.outcome == Outcome::kOk && op.segment &&
             op.segment->name == s.name && op.job == w.job && op.rank == w.rank &&
-            op.pid == w.pid && op.complete_t <= w.invoke_t) {
+            op.pid == w.pid && op.complete_t <= w.invoke_t && checks::dataset_of(op) == dataset) {
           made = &op;  // the latest creation before the witness
         }
       }
@@ -110,7 +112,7 @@ void check_witnesses(const History& h, checks::Report& rep) {
         rep.unknown(fmt::format("{} reported {}, which it never reported creating", by, s.name));
         continue;
       }
-      const checks::RankHold* held = hold_at(holds, w.job, w.rank, w.pid, made->complete_t);
+      const checks::RankHold* held = hold_at(holds, w.job, w.rank, w.pid, dataset, made->complete_t);
       if (held == nullptr) continue;  // not created under a certain hold: nothing promised
       const std::string what = fmt::format(
           "segment {} that {} created at {} while holding prefix {}", s.name, checks::who(w),

@@ -41,6 +41,8 @@ std::string who(int job, int rank, int pid) {
 
 std::string who(const Op& op) { return who(op.job, op.rank, op.pid); }
 
+std::int64_t dataset_of(const Op& op) { return json_int(op.args, "dataset").value_or(0); }
+
 std::string describe(const History& h, const Op& op) {
   return fmt::format("{} of {} invoked {}", op.op, who(op), at(h, op.invoke_t));
 }
@@ -251,7 +253,8 @@ RankHold rank_hold(const History& h, const Op& acq, int prefix, bool certain) {
   if (acq.outcome == Outcome::kOk) {
     for (const Op& op : h.ops) {
       if (op.op == "release" && op.job == acq.job && op.rank == acq.rank && op.pid == acq.pid &&
-          op.invoke_t >= acq.complete_t && op.outcome != Outcome::kFail) {
+          op.invoke_t >= acq.complete_t && op.outcome != Outcome::kFail &&
+          dataset_of(op) == dataset_of(acq)) {
         release = &op;  // a failed release definitely did not happen: still held
         break;
       }

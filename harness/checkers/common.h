@@ -51,6 +51,10 @@ std::string json_string(const Json& j, const char* key);
 // The string elements of an array member of a JSON object.
 std::vector<std::string> json_strings(const Json& j, const char* key);
 
+// Which of its process's datasets an op is about: args.dataset, 0 when absent
+// (a worker that holds one dataset at a time does not say).
+std::int64_t dataset_of(const Op& op);
+
 // The prefix a segment or lock name carries as its last "\d{6}_" token
 // ("/shmstress.t3.000002_barrier" → 2, ".../000002_barrier_filelock" → 2),
 // or -1. Only the basename is looked at.
@@ -84,7 +88,8 @@ std::set<std::string> foreign_names(const History& h);
 // Prefixes a fault seeded something under (stale segments, lock files).
 std::set<int> seeded_prefixes(const History& h);
 
-// One rank's hold of a prefix, from one acquire.
+// One rank's hold of a prefix, from one acquire (and the release of the same
+// dataset: a process may hold several at once).
 struct RankHold {
   const Op* acquire = nullptr;
   int job = -1, rank = -1, pid = 0, prefix = -1;

@@ -12,6 +12,9 @@
 //   other job's grant lists (in "present") a segment the dead job created —
 //   the same object by dev/ino, or, without them, a name the new job had not
 //   created yet: the dead job's resources were certainly still there;
+// - invalid too: one process certainly held one prefix for two of its datasets
+//   at one moment (train and val under one job key): each is a holder of its
+//   own, and releasing either frees the prefix under the other;
 // - unknown: one job's hold is the stale remainder of a dead job that no
 //   cleanup, restart or fresh grant (the worker saw nothing of the prefix
 //   left when it got it) shows to be gone, and nothing shows it still there.
@@ -81,6 +84,32 @@ CheckResult check_prefix_unique(const History& h) {
   for (const JobHold& j : holds) {
     for (const checks::RankHold& r : j.ranks) {
       if (r.certain && r.end == checks::RankHold::End::kKilled) rep.reach("killed-holding-prefix");
+    }
+  }
+  // Two datasets of one process: their holds of one prefix land in one job hold.
+  std::vector<const checks::RankHold*> all;
+  for (const JobHold& j : holds) {
+    for (const checks::RankHold& r : j.ranks) {
+      if (r.certain && r.acquire != nullptr) all.push_back(&r);
+    }
+  }
+  for (std::size_t a = 0; a < all.size(); ++a) {
+    for (std::size_t b = a + 1; b < all.size(); ++b) {
+      const checks::RankHold& x = *all[a];
+      const checks::RankHold& y = *all[b];
+      if (x.job != y.job || x.rank != y.rank || x.pid != y.pid ||
+          checks::dataset_of(*x.acquire) == checks::dataset_of(*y.acquire) ||
+          !checks::overlaps(x.sure_start, x.sure_end, y.sure_start, y.sure_end)) {
+        continue;
+      }
+      rep.reach("datasets-held-at-once");
+      if (x.prefix != y.prefix) continue;
+      rep.invalid(fmt::format(
+          "prefix {} held twice by {}: for dataset {} from {} to {} and for dataset {} from {} to "
+          "{} (both acquires returned ok; releasing either frees it under the other)",
+          x.prefix, checks::who(x.job, x.rank, x.pid), checks::dataset_of(*x.acquire),
+          checks::at(h, x.sure_start), checks::at(h, x.sure_end), checks::dataset_of(*y.acquire),
+          checks::at(h, y.sure_start), checks::at(h, y.sure_end)));
     }
   }
   for (std::size_t a = 0; a < holds.size(); ++a) {
@@ -157,4 +186,4 @@ SHMSTRESS_REGISTER_CHECKER(
     {"killed-during-acquire", "killed-holding-prefix", "prefix-reused",
      "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight",
      "prefix-granted-over-dead-holder", "concurrent-acquires",
-     "prefix-granted-over-seeded-leftovers"});
+     "prefix-granted-over-seeded-leftovers", "datasets-held-at-once"});
