@@ -69,7 +69,7 @@ import json, sys
 c, m = (json.load(open(p)) for p in sys.argv[1:3])
 ok = c.get('seed') == int(sys.argv[3]) and not c.get('violations') and c.get('verdict') == 'valid'
 cs, ms = c['tally']['scenarios'], m['tally']['scenarios']
-ok = ok and set(cs) == set(ms) and all(cs[n]['trials'] >= ms[n]['trials'] for n in ms)
+ok = ok and all(n in cs and cs[n]['trials'] >= ms[n]['trials'] for n in ms)
 sys.exit(0 if ok else 1)
 PYEOF
 then
