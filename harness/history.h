@@ -142,6 +142,9 @@ struct TrialMeta {
   // barrier.liveness: once a participant is gone, every survivor's barrier op
   // ends within this (+ kLivenessSlackNs), whatever the barrier deadline.
   std::int64_t liveness_ns = 1'000'000'000;
+  // barrier.liveness: once a round is released (one participant left it),
+  // every other participant leaves it within this; 0: not judged.
+  std::int64_t release_ns = 0;
   std::int64_t fd_bound = 64;            // prefix.progress: fds a worker may hold after acquire
   bool cleanup_step = false;             // the workload ends with a cleanup step
 };

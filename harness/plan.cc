@@ -102,6 +102,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
                           {"start_jitter_ms", range_json(js.start_jitter)}};
     // Only when asked: subjects that know one dataset per process see the ops they always did.
     if (w.datasets > 1) ops["datasets"] = w.datasets;
+    if (w.barrier_liveness.count() > 0) ops["barrier_liveness_ms"] = w.barrier_liveness.count();
     for (int r = 0; r < js.ranks; ++r) {
       WorkerPlan wp;
       wp.job = static_cast<int>(j);

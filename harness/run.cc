@@ -136,6 +136,7 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
   m.acquire_deadline_ns = s.acquire_deadline.count() * 1000000LL;
   m.barrier_deadline_ns = s.barrier_deadline.count() * 1000000LL;
   m.liveness_ns = s.liveness.count() * 1000000LL;
+  m.release_ns = s.release.count() * 1000000LL;
   m.cleanup_step = s.final_cleanup;
   return m;
 }

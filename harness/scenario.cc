@@ -53,12 +53,12 @@ const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
     "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines",
     "job",    "fault",       "subject"};
-const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
-const std::vector<std::string_view> kWorkloadKeys = {"acquire",      "rounds",     "round_jitter",
-                                                     "hold",         "release",    "segments",
-                                                     "clean_before", "clean_after", "datasets"};
+const std::vector<std::string_view> kWorkloadKeys = {
+    "acquire",      "rounds",      "round_jitter", "hold",    "release",         "segments",
+    "clean_before", "clean_after", "datasets",     "barrier_liveness"};
 
 int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
@@ -276,6 +276,16 @@ class Parser {
       if (!ok) return false;
     }
     if (out->jobs.empty()) return fail(0, "no [[job]]: a scenario needs at least one job");
+    for (const JobSpec& j : out->jobs) {
+      // The subject notices a death only when its interval ends: a bound
+      // shorter than that would fail a correct subject.
+      if (j.workload.barrier_liveness > out->liveness) {
+        return fail(j.line, "'barrier_liveness' = " + fmt_ms(j.workload.barrier_liveness) +
+                                " exceeds deadlines.liveness = " + fmt_ms(out->liveness) +
+                                ": a death is noticed only once the subject's interval ends; raise "
+                                "deadlines.liveness to at least the interval");
+      }
+    }
     if (deprecated_invariants != nullptr && expect_violation != nullptr) {
       return fail(*deprecated_invariants,
                   "'invariants' and 'expect_violation' both given: 'invariants' is the deprecated "
@@ -590,6 +600,8 @@ class Parser {
         dst = &out->barrier_deadline;
       } else if (key->str() == "liveness") {
         dst = &out->liveness;
+      } else if (key->str() == "release") {
+        dst = &out->release;
       } else {
         return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
       }
@@ -628,6 +640,9 @@ class Parser {
         ok = get_bool(*node, "clean_after", &w->clean_after);
       } else if (k == "datasets") {
         ok = get_int(*node, "datasets", 1, kMaxDatasets, &w->datasets);
+      } else if (k == "barrier_liveness") {
+        ok = get_duration(*node, "barrier_liveness", kMinDeadline, kMaxDeadline,
+                          &w->barrier_liveness);
       } else {
         ok = unknown(*key, *node, kWorkloadKeys, "in [job.workload]");
       }

@@ -36,6 +36,9 @@ struct Workload {
   // Datasets each rank holds at once under the same job key and dirs (train
   // and val in one process): acquired in turn, released last-first.
   int datasets = 1;
+  // The barrier's own liveness-check interval (shmcoord's
+  // BarrierOptions::liveness_interval); 0: the subject's default (100 ms).
+  Ms barrier_liveness{0};
 };
 
 enum class LwsMode { kSet, kMissing, kWrong };
@@ -78,6 +81,7 @@ struct Scenario {
   Ms acquire_deadline{5000};
   Ms barrier_deadline{3000};
   Ms liveness{1000};  // a gone barrier participant is noticed by everyone within this (+ slack)
+  Ms release{0};      // once a round is released every waiter leaves within this; 0: not judged
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
   // The subject this scenario is written for: "native", a named subject

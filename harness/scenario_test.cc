@@ -183,9 +183,32 @@ TEST(ScenarioParse, UnknownWorkloadKeyReportsLineAndKey) {
 }
 
 TEST(ScenarioParse, UnknownDeadlinesKeyReportsLineAndKey) {
-  const auto err = parse_error("[deadlines]\nacquire = \"1s\"\nrelease = \"1s\"\n[[job]]\n");
+  const auto err = parse_error("[deadlines]\nacquire = \"1s\"\nreleased = \"1s\"\n[[job]]\n");
   EXPECT_EQ(err.line, 3);
-  EXPECT_NE(err.message.find("unknown key 'release' in [deadlines] (known: acquire, barrier, liveness)"),
+  EXPECT_NE(
+      err.message.find(
+          "unknown key 'released' in [deadlines] (known: acquire, barrier, liveness, release)"),
+      std::string::npos)
+      << err.message;
+}
+
+TEST(ScenarioParse, ReleaseBoundAndBarrierLivenessIntervalAreReadAndOffByDefault) {
+  const Scenario none = parse_ok(kMinimal);
+  EXPECT_EQ(none.release, milliseconds(0));
+  EXPECT_EQ(none.jobs.at(0).workload.barrier_liveness, milliseconds(0));
+  const Scenario sc = parse_ok(
+      "[deadlines]\nliveness = \"1500ms\"\nrelease = \"500ms\"\n[[job]]\nranks = 2\n"
+      "[job.workload]\nrounds = 3\nbarrier_liveness = \"1.5s\"\n");
+  EXPECT_EQ(sc.release, milliseconds(500));
+  EXPECT_EQ(sc.jobs.at(0).workload.barrier_liveness, milliseconds(1500));
+}
+
+TEST(ScenarioParse, ABarrierLivenessIntervalAboveTheLivenessDeadlineIsRefusedAtItsJob) {
+  const auto err = parse_error(
+      "[deadlines]\nliveness = \"1s\"\n[[job]]\nranks = 2\n[job.workload]\nrounds = 3\n"
+      "barrier_liveness = \"2s\"\n");
+  EXPECT_EQ(err.line, 3);
+  EXPECT_NE(err.message.find("'barrier_liveness' = 2s exceeds deadlines.liveness = 1s"),
             std::string::npos)
       << err.message;
 }

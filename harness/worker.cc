@@ -314,6 +314,8 @@ int run() {
     }
     shmcoord::BarrierOptions bo;
     bo.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_BARRIER_TIMEOUT_MS", 3000));
+    if (int every = ops.value("barrier_liveness_ms", 0); every > 0)
+      bo.liveness_interval = std::chrono::milliseconds(every);
     // Misconfiguration: a rank may be told a different process count.
     int n = env_int("SHMSTRESS_BARRIER_PROCS", env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0));
     std::optional<shmcoord::Barrier> barrier;

@@ -15,6 +15,19 @@
 //   detached) without entering round r, every other participant's round-r op
 //   ends within liveness + slack of that (TrialMeta::liveness_ns, not counting
 //   time its own process spent stopped) — not at its deadline.
+// - Exit path: a detach waits for no peer, only for the barrier's lock and
+//   the init lock; a dead holder's are released by the kernel. A detach that
+//   fails with "timeout" while no fault could keep a lock from it (no process
+//   stopped, no fault holding the init lock: excuses.h fault_keeping_lock)
+//   waited on a lock a running process kept after its op — an exit-path hang.
+// - Release latency (only when the scenario sets deadlines.release): once
+//   one participant left round r (so it was released), every other one that
+//   completes r completes it within TrialMeta::release_ns, in a round no
+//   fault touched. A waiter that slept through the release and left only
+//   when its own liveness check came round (a wake before the store it
+//   announces) shows here; scenarios raise the subject's check interval
+//   (workload.barrier_liveness) far above the bound so that a lost wake
+//   costs far more than any scheduling delay of a loaded machine.
 #include <fmt/format.h>
 
 #include <map>
@@ -115,6 +128,52 @@ std::vector<Gone> gone_participants(const History& h, int job) {
   return out;
 }
 
+// Release latency: in a round every participant completed ok, each leaves
+// within release_ns of the first one to leave (which left only after the
+// release: an anchor never earlier than the release, so a late anchor can
+// only hide a slow waiter, never invent one). Rounds that any fault window
+// overlaps (a stop, a kill, anything) are not judged.
+void check_release_latency(const History& h, const std::map<const Op*, std::int64_t>& round,
+                           checks::Report& rep) {
+  std::map<std::pair<int, std::int64_t>, std::vector<const Op*>> by_round;  // (job, round)
+  for (const auto& [op, r] : round) by_round[{op->job, r}].push_back(op);
+  for (const auto& [key, ops] : by_round) {
+    const auto& [job, r] = key;
+    if (job < 0 || static_cast<std::size_t>(job) >= h.meta.jobs.size() ||
+        static_cast<int>(ops.size()) != h.meta.jobs[static_cast<std::size_t>(job)].ranks) {
+      continue;  // someone missing, or a rank twice (a replacement)
+    }
+    std::set<int> ranks;
+    const Op* first = nullptr;
+    std::int64_t entered = checks::kNever, last = 0;
+    bool all_ok = true;
+    for (const Op* op : ops) {
+      ranks.insert(op->rank);
+      all_ok = all_ok && op->outcome == Outcome::kOk;
+      if (first == nullptr || op->complete_t < first->complete_t) first = op;
+      entered = std::min(entered, op->invoke_t);
+      last = std::max(last, op->complete_t);
+    }
+    if (!all_ok || ranks.size() != ops.size()) continue;
+    bool touched = false;
+    for (const Fault& f : h.faults) {
+      touched = touched ||
+                checks::overlaps(f.start_t, std::max(f.end_t, f.start_t) + 1, entered, last + 1);
+    }
+    if (touched) continue;
+    rep.reach("barrier-release-judged");
+    for (const Op* op : ops) {
+      const std::int64_t late = op->complete_t - first->complete_t;
+      if (late <= h.meta.release_ns) continue;
+      rep.invalid(fmt::format(
+          "{} left round {} at {}, {} after {} had left it at {} (so it was released): past the "
+          "release bound {} (a waiter that slept through its round's release)",
+          checks::describe(h, *op), r, checks::at(h, op->complete_t), checks::ms(late),
+          checks::who(*first), checks::at(h, first->complete_t), checks::ms(h.meta.release_ns)));
+    }
+  }
+}
+
 CheckResult check_barrier_liveness(const History& h) {
   checks::Report rep("barrier.liveness");
   const std::int64_t limit = h.meta.barrier_deadline_ns + h.meta.grace_ns;
@@ -206,6 +265,23 @@ CheckResult check_barrier_liveness(const History& h) {
     }
   }
 
+  for (const Op& op : h.ops) {
+    if (op.op != "barrier_detach" || op.outcome != Outcome::kFail || op.error_code != "timeout") {
+      continue;
+    }
+    if (checks::fault_keeping_lock(h, op) != nullptr) continue;
+    const std::string deaths = deaths_before(h, op);
+    rep.invalid(fmt::format(
+        "{} failed at {} after {} ({}: {}) although no process was stopped and no fault held a "
+        "lock meanwhile: a detach waits only for the barrier's lock and the init lock, so a "
+        "running process kept one after its op{}",
+        checks::describe(h, op), checks::at(h, op.complete_t),
+        checks::ms(op.complete_t - op.invoke_t), op.error_code, op.error_message,
+        deaths.empty() ? "" : " (meanwhile " + deaths + ")"));
+  }
+
+  if (h.meta.release_ns > 0) check_release_latency(h, round, rep);
+
   // Death latency: a gone participant breaks the rounds it never entered for
   // everyone else within the liveness bound.
   const std::int64_t bound = h.meta.liveness_ns + kLivenessSlackNs;
@@ -256,4 +332,4 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_barrier_liveness,
     {"barrier-participant-died", "barrier-broken-detected", "barrier-timeout-detected",
      "killed-in-barrier", "barrier-participant-stopped", "hang-detected",
-     "barrier-death-detected-in-time"});
+     "barrier-death-detected-in-time", "barrier-release-judged"});

@@ -991,6 +991,30 @@ TEST(CleanupSafety, KeepingAStoppedOwnersSegmentIsValid) {
   EXPECT_TRUE(Reached(r, "cleanup-while-owner-stopped"));
 }
 
+TEST(CleanupSafety, ACleanupWhollyInsideAnotherJobsPauseReachesCleanupInsidePause) {
+  History h = Trial()
+                  .Fault("pause-at-point", 0, 0, 3, 9, {{"point", "lease/lock"}})
+                  .Clean(1, 0, 5, 7, {"/shm.registry"})
+                  .Acquire(0, 0, 1, 10, 0)
+                  .Release(0, 0, 12, 13)
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kValid);  // the registry went before job 0's acquire returned
+  EXPECT_TRUE(Reached(r, "cleanup-inside-pause"));
+}
+
+TEST(CleanupSafety, ACleanupOverlappingOnlyPartOfAPauseDoesNotReachCleanupInsidePause) {
+  History h = Trial()
+                  .Fault("pause-at-point", 0, 0, 3, 6, {{"point", "lease/lock"}})
+                  .Clean(1, 0, 5, 7, {})
+                  .Clean(0, 1, 4, 5, {})  // inside, but the paused process is of its own job
+                  .End(20)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_FALSE(Reached(r, "cleanup-inside-pause"));
+}
+
 TEST(CleanupSafety, RemovingTheRegistryUnderALiveHolderIsInvalid) {
   History h = Trial()
                   .Acquire(0, 0, 1, 2, 3)
@@ -1319,6 +1343,90 @@ TEST(BarrierLiveness, TimeTheSurvivorSpentStoppedIsNotCountedInTheDeathBound) {
                   .Fail(0, 0, "barrier", 5, 1600, "broken", "rank 1 died", {{"round", 0}})
                   .End(2000)
                   .Build(FastLiveness());
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+// The exit path of barrier-break-keeps-lock: rank 0 found rank 1 dead,
+// failed its round in time, and its detach then waited 2 s for a lock.
+History DetachAfterADeath(Trial t) {
+  return t.Ok(0, 0, "barrier_attach", 1, 2)
+      .Ok(0, 1, "barrier_attach", 1, 2)
+      .Killed(0, 1, 10)
+      .Fail(0, 0, "barrier", 5, 160, "broken", "rank 1 died", {{"round", 0}})
+      .Fail(0, 0, "barrier_detach", 161, 2161, "timeout", "timed out locking the barrier")
+      .End(3000)
+      .Build(FastLiveness());
+}
+
+TEST(BarrierLiveness, ADetachTimingOutWhileNoProcessWasStoppedIsInvalid) {
+  CheckResult r = Check("barrier.liveness", DetachAfterADeath(Trial()));
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(
+      Names(r, {"barrier_detach of job 0 rank 0 (pid 1000)", "after 2000.000ms",
+                "no process was stopped", "kept one after its op", "rank 1 (pid 1001) was killed"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, ADetachTimingOutWhileAProcessWasStoppedIsValid) {
+  // Any job's: a stopped cleaner may hold the init lock.
+  History h = DetachAfterADeath(Trial().Fault("sigstop", 1, 0, 100, 2500));
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+TEST(BarrierLiveness, ADetachTimingOutWhileAFaultHeldTheInitLockIsValid) {
+  History h = DetachAfterADeath(Trial().Fault("init-lock", -1, -1, 100, 2500));
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+TEST(BarrierLiveness, AStopThatEndedBeforeTheDetachDoesNotExcuseItsTimeout) {
+  History h = DetachAfterADeath(Trial().Fault("sigstop", 1, 0, 20, 150));
+  EXPECT_VERDICT(Check("barrier.liveness", h), kInvalid);
+}
+
+TrialMeta ReleaseBound(std::int64_t ms) {
+  TrialMeta m = Meta({Job(3, 1)});
+  m.barrier_deadline_ns = 3000 * kMs;
+  m.release_ns = ms * kMs;
+  return m;
+}
+
+// Round 0 of three ranks: rank 0 arrives last and leaves at 10 ms; rank 2
+// leaves at `late_ms`.
+Trial OneRound(double late_ms) {
+  Trial t;
+  t.Ok(0, 0, "barrier_attach", 1, 2)
+      .Ok(0, 1, "barrier_attach", 1, 2)
+      .Ok(0, 2, "barrier_attach", 1, 2);
+  t.Round(0, 1, 0, 3, 10.5).Round(0, 2, 0, 4, late_ms).Round(0, 0, 0, 9, 10);
+  return t;
+}
+
+TEST(BarrierLiveness, AWaiterLeavingPastTheReleaseBoundIsInvalid) {
+  History h = OneRound(1010).End(2000).Build(ReleaseBound(500));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"barrier of job 0 rank 2 (pid 1002)", "left round 0 at +1010.000ms",
+                        "1000.000ms after job 0 rank 0 (pid 1000) had left it at +10.000ms",
+                        "past the release bound 500.000ms"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, WaitersLeavingWithinTheReleaseBoundAreValid) {
+  History h = OneRound(400).End(2000).Build(ReleaseBound(500));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "barrier-release-judged"));
+}
+
+TEST(BarrierLiveness, ARoundAFaultOverlapsIsNotJudgedForReleaseLatency) {
+  History h = OneRound(1010).Fault("sigstop", 0, 2, 300, 900).End(2000).Build(ReleaseBound(500));
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_FALSE(Reached(r, "barrier-release-judged"));
+}
+
+TEST(BarrierLiveness, WithoutAReleaseBoundALateWaiterIsNotJudged) {
+  History h = OneRound(1010).End(2000).Build(ReleaseBound(0));
   EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
 }
 

@@ -156,6 +156,15 @@ CheckResult check_cleanup_safety(const History& h) {
   for (const Op& clean : h.ops) {
     if (clean.op != "clean" || clean.outcome != Outcome::kOk) continue;
     if (!clean.kept.empty()) rep.reach("cleanup-kept-something");
+    // A cleanup that ran wholly while a process of another job was stopped
+    // (mid-acquire, between opening a file and locking it, ...): whatever
+    // that process opened but did not hold yet was the cleanup's to judge.
+    for (const Fault& f : h.faults) {
+      if (checks::is_stop(f) && f.job >= 0 && f.job != clean.job && f.start_t <= clean.invoke_t &&
+          clean.complete_t <= f.end_t) {
+        rep.reach("cleanup-inside-pause");
+      }
+    }
 
     // What the cleanup ran next to: live holders, stopped ones.
     for (const auto& j : holds) {
@@ -246,4 +255,4 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_cleanup_safety,
     {"cleanup-kept-something", "cleanup-while-owner-alive", "cleanup-while-owner-stopped",
      "cleanup-removed-prefix-entry", "cleanup-kept-held-lock", "witness-segment-intact",
-     "witness-saw-removal"});
+     "witness-saw-removal", "cleanup-inside-pause"});

@@ -160,6 +160,20 @@ const Fault* fault_causing_failure(const History& h, const Op& op) {
   return nullptr;
 }
 
+const Fault* fault_keeping_lock(const History& h, const Op& op) {
+  for (const Fault& f : h.faults) {
+    const FaultRule* rule = rule_for(f);
+    const bool during = f.start_t <= op.complete_t && std::max(f.end_t, f.start_t) >= op.invoke_t;
+    if (during && ((rule != nullptr && rule->stops) || f.protect || f.kind == "init-lock"))
+      return &f;
+    if (rule != nullptr && !rule->kills && f.start_t <= op.complete_t &&
+        aims_at(f, op.job, op.rank, op.pid) && covers(*rule, f, rule->own_codes, op.error_code)) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
 std::string describe_fault(const History& h, const Fault& f) {
   std::string target = f.job < 0 ? std::string("the trial")
                        : f.rank < 0

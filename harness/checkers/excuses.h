@@ -52,6 +52,13 @@ bool kills(const Fault& f);
 // a job peer's, or a world fault active while it ran), or nullptr.
 const Fault* fault_causing_failure(const History& h, const Op& op);
 
+// A fault that can keep a lock from `op` while it ran: a stopped process of
+// any job (it may hold a barrier's mutex or the namespace's init lock), a
+// fault that holds a lock itself (init-lock, a held stale lock), or one that
+// makes op's own process's calls fail with op's code. A death never does: the
+// kernel releases a dead holder's robust mutex and flock. nullptr if none.
+const Fault* fault_keeping_lock(const History& h, const Op& op);
+
 // "sigstop of job 0 rank 1 (pid 12) at +3.000ms": for problem texts.
 std::string describe_fault(const History& h, const Fault& f);
 
