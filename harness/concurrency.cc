@@ -132,17 +132,24 @@ int AdaptiveConcurrency::update(const LoadSample& s, double now_s, int wanted) {
   if (settled && (pressure_ > c_.backoff_pressure || s.wake_late_ms > c_.backoff_late_ms)) {
     back_off(now_s);
   } else if (pressure_ < c_.grow_pressure && s.wake_late_ms < c_.grow_late_ms &&
-             now_s >= hold_until_ && wanted >= target_ && target_ < c_.max) {
+             window_wait_ms_ < c_.grow_wait_ms && now_s >= hold_until_ && wanted >= target_ &&
+             target_ < c_.max) {
     // Only when the run fills what it has: a target nobody uses proves nothing.
     target_ = std::min(c_.max, slow_start_ ? target_ + std::max(1, target_ / 4) : target_ + 1);
     highest_ = std::max(highest_, target_);
   }
+  window_wait_ms_ = 0;
   return target_;
 }
 
 void AdaptiveConcurrency::trial_lateness(double late_ms, double now_s) {
   // One back-off per hold period: a burst of late trials is one signal.
   if (late_ms > c_.trial_late_ms && now_s >= hold_until_ - c_.hold_s / 2) back_off(now_s);
+}
+
+void AdaptiveConcurrency::trial_cpu_wait(double cpu_wait_ms, double now_s) {
+  window_wait_ms_ = std::max(window_wait_ms_, cpu_wait_ms);
+  if (cpu_wait_ms > c_.backoff_wait_ms && now_s >= hold_until_ - c_.hold_s / 2) back_off(now_s);
 }
 
 }  // namespace harness

@@ -2,20 +2,22 @@
 // sleep (hold times, deadlines, pauses), so the number of cores says little
 // about what a machine can take: on 2 cores the catalog runs 8x faster at 16
 // trials at once than at 2. Too many, though, and processes wait to be
-// scheduled: a worker that should have been woken after 1 s is woken after
-// 1.3 s, and a timing check (a barrier's death-latency bound, a deadline)
-// calls that a violation. So the target follows the machine's load, and by
-// default never exceeds the core count (RunOptions::max_parallel: above it the
-// stock worker failed timing checks on a loaded 2-core machine, i.e. false
-// alarms; --max-parallel raises the ceiling for a machine known to take it):
+// scheduled. The timing checks do not count that wait (the kernel measures
+// it: cpu_wait_ns, docs/worker-protocol.md), but the subject's own deadlines
+// and the trial's timeout do, and faults fire late. So the target follows the
+// machine's load and the trials' own timing, up to RunOptions::max_parallel
+// (default 8 per core, run.h):
 //
 // - it grows while the CPU has room: moderate CPU pressure (the share of time
 //   some runnable task waited, from /proc/pressure/cpu; without PSI, the run
 //   queue in /proc/loadavg against the cores) and timers that fire on time (a
-//   probe thread sleeps 5 ms at a time and measures how late it wakes);
+//   probe thread sleeps 5 ms at a time and measures how late it wakes), and
+//   the trials that finished meanwhile had no op wait long for a CPU
+//   (TrialResult::cpu_wait_ms);
 // - it backs off (multiplicatively) when the CPU is saturated, when the probe
 //   wakes late, or when a trial's own scheduled signals fired late (the
-//   supervisor's lateness, TrialResult::late_ms), and then holds still for a
+//   supervisor's lateness, TrialResult::late_ms) or a trial's op waited long
+//   for a CPU (TrialResult::cpu_wait_ms), and then holds still for a
 //   while before growing again; it never grows past what the run can fill.
 //
 // The decision (AdaptiveConcurrency) is a pure function of the samples it is
@@ -79,11 +81,20 @@ class AdaptiveConcurrency {
     // signals fired later than trial_late_ms. The timing checks allow 1 s and
     // more (a barrier's death-latency bound, deadlines + 2 s grace), so these
     // keep an order of magnitude of margin.
-    double grow_pressure = 0.55;
+    double grow_pressure = 0.75;  // 16 trials on 2 cores ran at about 0.6
     double grow_late_ms = 8;
     double backoff_pressure = 0.85;
     double backoff_late_ms = 20;
     double trial_late_ms = 150;
+    // The trials' own timing: the longest any op of a finished trial waited
+    // for a CPU while runnable (TrialResult::cpu_wait_ms). The timing checks
+    // do not count that wait, but the subject's own deadlines (a barrier
+    // timing out although everyone arrived) and the trial's timeout do: grow
+    // only while the trials of the window stayed below grow_wait_ms, back off
+    // when one waited more than backoff_wait_ms (the tightest bounds are 1 s
+    // and more: an order of magnitude of margin).
+    double grow_wait_ms = 40;
+    double backoff_wait_ms = 150;
     double backoff_factor = 0.7;
     double hold_s = 3;    // no growth for this long after a back-off
     double settle_s = 1;  // and no back-off on the machine's load for this long
@@ -97,6 +108,8 @@ class AdaptiveConcurrency {
   int update(const LoadSample& s, double now_s, int wanted);
   // A trial finished whose scheduled faults fired `late_ms` after their time.
   void trial_lateness(double late_ms, double now_s);
+  // A trial finished whose ops waited for a CPU up to `cpu_wait_ms` (its worst).
+  void trial_cpu_wait(double cpu_wait_ms, double now_s);
 
   // What it did, for reports.
   int lowest() const { return lowest_; }
@@ -111,6 +124,7 @@ class AdaptiveConcurrency {
   double pressure_ = -1;    // smoothed; < 0 before the first sample
   double hold_until_ = 0;
   double last_backoff_ = -1e9;
+  double window_wait_ms_ = 0;  // the worst trial cpu wait since the last update
   int lowest_, highest_, backoffs_ = 0;
 };
 

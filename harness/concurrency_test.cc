@@ -88,6 +88,33 @@ TEST(AdaptiveConcurrency, BacksOffWhenATrialsSignalsFiredLateOncePerBurst) {
   EXPECT_LT(a.target(), after);
 }
 
+TEST(AdaptiveConcurrency, GrowsOnlyWhileTheTrialsOpsGetTheCpuOnTime) {
+  AdaptiveConcurrency a(Config(8));
+  double t = 0;
+  for (int i = 0; i < 8; ++i) {
+    a.trial_cpu_wait(100, t);  // over grow_wait_ms, under backoff_wait_ms: hold
+    a.update(Load(0.1), t += 0.25, 1000);
+  }
+  EXPECT_EQ(a.target(), 8);
+  EXPECT_EQ(a.backoffs(), 0);
+  for (int i = 0; i < 8; ++i) {
+    a.trial_cpu_wait(5, t);
+    a.update(Load(0.1), t += 0.25, 1000);
+  }
+  EXPECT_GT(a.target(), 8);
+}
+
+TEST(AdaptiveConcurrency, BacksOffWhenATrialsOpWaitedLongForACpuOncePerBurst) {
+  AdaptiveConcurrency a(Config(16));
+  a.trial_cpu_wait(400, 1.0);
+  const int after = a.target();
+  EXPECT_LT(after, 16);
+  a.trial_cpu_wait(400, 1.1);  // the same burst
+  EXPECT_EQ(a.target(), after);
+  a.trial_cpu_wait(400, 1.0 + Config().hold_s);
+  EXPECT_LT(a.target(), after);
+}
+
 TEST(AdaptiveConcurrency, StaysWithinMinAndMax) {
   AdaptiveConcurrency::Config c = Config(4, 8);
   c.min = 2;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <ctime>
 #include <functional>
 #include <utility>
@@ -15,6 +17,36 @@ std::int64_t mono_ns() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+namespace {
+
+// The second field of a schedstat file ("run_ns run_delay_ns timeslices").
+// A kernel without schedstats prints "0 0 0": unknown, not "never waited".
+std::int64_t read_run_delay(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  unsigned long long run = 0, delay = 0, slices = 0;
+  if (std::sscanf(buf, "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0) return -1;
+  return delay > static_cast<unsigned long long>(INT64_MAX) ? -1 : static_cast<std::int64_t>(delay);
+}
+
+}  // namespace
+
+std::int64_t cpu_wait_ns() { return read_run_delay("/proc/thread-self/schedstat"); }
+
+std::int64_t cpu_wait_ns_of(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
+  return read_run_delay(path);
 }
 
 EventLog::EventLog(const std::string& path) {

@@ -18,6 +18,19 @@ namespace harness {
 
 std::int64_t mono_ns();
 
+// Nanoseconds the calling thread has spent runnable but waiting for a CPU
+// since it started: the kernel's run_delay (/proc/thread-self/schedstat,
+// CONFIG_SCHED_INFO). Cumulative, so the difference of two readings is the
+// time the scheduler kept this thread off a CPU between them: what an
+// oversubscribed machine, not the code, added to a latency. -1 where the
+// kernel does not account it or the file cannot be opened (e.g. at the
+// RLIMIT_NOFILE limit). Opens, reads and closes one small /proc file.
+std::int64_t cpu_wait_ns();
+// The same for the main thread of process `pid` (as this process's /proc
+// names it), also while it is a zombie: a parent reads a child's final value
+// between waitid(WNOWAIT) and the reap. -1 if unavailable.
+std::int64_t cpu_wait_ns_of(int pid);
+
 class EventLog {
  public:
   EventLog() = default;

@@ -218,6 +218,32 @@ struct Builder {
     errors.add(fmt::format("event {} (t={}): {}: {}", index, t, what, brief(ev)));
   }
 
+  // The last cpu_wait_ns each worker logged, in time order: it only grows.
+  std::map<WorkerKey, std::int64_t> last_wait;
+
+  // An event's cpu_wait_ns (docs/worker-protocol.md), or -1 when absent. A
+  // value that is not a non-negative integer, or less than the same worker
+  // logged before, is a history error and reads as absent: a wait nobody can
+  // vouch for excuses nothing.
+  std::int64_t cpu_wait(std::size_t index, std::int64_t t, const Json& ev, const WorkerKey& who) {
+    auto it = ev.find("cpu_wait_ns");
+    if (it == ev.end()) return -1;
+    auto v = get_i64(ev, "cpu_wait_ns");
+    if (!v || *v < 0) {
+      error(index, t, "cpu_wait_ns must be a non-negative integer", ev);
+      return -1;
+    }
+    auto [prev, fresh] = last_wait.try_emplace(who, *v);
+    if (!fresh) {
+      if (*v < prev->second) {
+        error(index, t, "cpu_wait_ns went down: it is cumulative per process", ev);
+        return -1;
+      }
+      prev->second = *v;
+    }
+    return *v;
+  }
+
   // job, rank and pid of a worker event; false (and an error) if missing.
   bool worker_ids(std::size_t index, std::int64_t t, const Json& ev, int* job, int* rank,
                   int* pid) {
@@ -253,6 +279,7 @@ struct Builder {
     op.id = *id;
     op.invoke_t = t;
     op.complete_t = t;
+    op.invoke_wait_ns = cpu_wait(index, t, ev, WorkerKey{job, rank, pid});
     auto args = ev.find("args");
     const bool args_ok = args == ev.end() || args->is_null() || args->is_object();
     if (!args_ok) error(index, t, "invoke args must be an object", ev);
@@ -294,6 +321,7 @@ struct Builder {
             ev);
     }
     op.complete_t = t;
+    op.complete_wait_ns = cpu_wait(index, t, ev, WorkerKey{job, rank, pid});
     op.truncated = op.truncated || says_truncated(ev);
     if (ok) {
       op.outcome = Outcome::kOk;
@@ -529,6 +557,15 @@ struct Builder {
     e.signal = sig.value_or(0);
     e.signal_sent_by_harness = get_bool(ev, "by_harness");
     e.teardown = get_bool(ev, "teardown");
+    for (auto [key, into] : {std::pair{"cpu_wait_ns", &e.cpu_wait_ns}, std::pair{"reaper_wait_ns", &e.reaper_wait_ns}}) {
+      if (!ev.contains(key)) continue;
+      auto v = get_i64(ev, key);
+      if (!v || *v < 0) {
+        error(index, t, fmt::format("exit {} must be a non-negative integer", key), ev);
+      } else {
+        *into = *v;
+      }
+    }
     h.exits.push_back(std::move(e));
   }
 
@@ -818,6 +855,23 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
   for (Exit& e : h.exits) {
     if (e.signal <= 0) continue;  // a worker that announced a point but exited did not crash there
     if (const Point* p = find_point(b.points, e)) e.crash_point = p->name;
+  }
+
+  // A worker cannot have waited longer than the kernel says it did by its
+  // exit: a claim past that is a history error and excuses nothing.
+  for (const Exit& e : h.exits) {
+    if (e.cpu_wait_ns < 0) continue;
+    for (Op& op : h.ops) {
+      if (op.job != e.job || op.rank != e.rank || op.pid != e.pid) continue;
+      for (std::int64_t* w : {&op.invoke_wait_ns, &op.complete_wait_ns}) {
+        if (*w > e.cpu_wait_ns) {
+          sink.add(fmt::format("{} of job {} rank {} (pid {}) claims cpu_wait_ns {}, more than the {} "
+                               "the kernel recorded for that process by its exit",
+                               op.op, op.job, op.rank, op.pid, *w, e.cpu_wait_ns));
+          *w = -1;
+        }
+      }
+    }
   }
 
   for (const auto& [key, index] : b.open_ops) {

@@ -9,6 +9,7 @@
 // read the typed fields; Op::args / Op::value keep the raw JSON for display.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -69,6 +70,17 @@ struct Op {
   // shortened), or the writer died between the lines of one event: checks
   // that read this op's result may not call it complete.
   bool truncated = false;
+  // The worker's cumulative wait for a CPU (docs/worker-protocol.md,
+  // cpu_wait_ns) as it logged the invoke and the completion; -1: not given.
+  std::int64_t invoke_wait_ns = -1, complete_wait_ns = -1;
+  // Nanoseconds of this op the scheduler kept its process off a CPU while it
+  // was runnable: time an oversubscribed machine, not the subject, added to
+  // its latency. 0 when not both ends say.
+  std::int64_t cpu_wait_ns() const { return std::max<std::int64_t>(0, measured_cpu_wait_ns()); }
+  // The same, or -1 when the op's two ends did not both measure it.
+  std::int64_t measured_cpu_wait_ns() const {
+    return invoke_wait_ns >= 0 && complete_wait_ns >= invoke_wait_ns ? complete_wait_ns - invoke_wait_ns : -1;
+  }
 
   // Typed results, validated by build_history (the raw JSON stays in args/value).
   std::optional<int> prefix;               // acquire ok: the prefix granted
@@ -112,6 +124,13 @@ struct Exit {
   bool signal_sent_by_harness = false;  // SIGKILL from a fault or from teardown
   bool teardown = false;     // killed because the trial ended / timed out
   std::string crash_point;   // set if it killed itself at a named crash point
+  // The worker's final cumulative wait for a CPU, read by the supervisor from
+  // the zombie before reaping it (-1: unknown): with the last value the worker
+  // logged, how long the scheduler kept it from exiting.
+  std::int64_t cpu_wait_ns = -1;
+  // At most how much later the supervisor saw the exit (t) than it could
+  // have, for waiting for a CPU itself (0: unknown).
+  std::int64_t reaper_wait_ns = 0;
 };
 
 // What the audit found after the trial and its cleanup step.

@@ -72,6 +72,12 @@ struct TrialResult {
   // the trial supervisor's own scheduling delay, which the run's adaptive
   // concurrency backs off on. 0 without timed faults.
   double late_ms = 0;
+  // The longest any one op (or exit) of the trial waited for a CPU while
+  // runnable (ms; Op::cpu_wait_ns, Exit::reaper_wait_ns): how far the
+  // machine's load ate into the trial's timing. The timing checks do not
+  // count it, but it says whether trials still meet their timing without
+  // that: the adaptive concurrency grows only while it stays small.
+  double cpu_wait_ms = 0;
 
   // Listed with its details in reports: some invariant was not valid, or the
   // harness failed.

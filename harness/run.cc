@@ -202,6 +202,8 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
       t.harness_error_text += "the trial supervisor did not finish its history";
     }
   }
+  for (const auto& op : h.ops) t.cpu_wait_ms = std::max(t.cpu_wait_ms, static_cast<double>(op.cpu_wait_ns()) / 1e6);
+  for (const auto& e : h.exits) t.cpu_wait_ms = std::max(t.cpu_wait_ms, static_cast<double>(e.reaper_wait_ns) / 1e6);
   t.checks = run_checkers(h);
   for (auto& c : t.checks) {
     if (refused) c = CheckResult{c.invariant, Verdict::kUnknown, {errors.front()}, {}, {}};
@@ -376,11 +378,9 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   std::optional<AdaptiveConcurrency> adaptive;
   if (opt.parallel <= 0) {
     AdaptiveConcurrency::Config c;
-    // Not past the cores unless asked (run.h): more trials at once than cores
-    // made the stock worker fail timing checks (false alarms), and a CI runner
-    // (ctest -j2 on 2 cores) then fails without a flaw. Below the cores the
-    // target still backs off when the machine is loaded by others.
-    c.max = opt.max_parallel > 0 ? std::min(256, opt.max_parallel) : cores;
+    // Trials mostly sleep: up to kTrialsPerCore per core by default (run.h),
+    // as far as the load and the trials' own timing allow (concurrency.h).
+    c.max = opt.max_parallel > 0 ? std::min(256, opt.max_parallel) : std::min(256, kTrialsPerCore * cores);
     c.start = std::min(cores, c.max);
     adaptive.emplace(c);
     probe = std::make_unique<LoadProbe>();
@@ -444,7 +444,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // violation in a new bucket.
   auto finished = [&](TrialResult t) {
     r.elapsed = elapsed();
-    if (adaptive) adaptive->trial_lateness(t.late_ms, r.elapsed);
+    if (adaptive) {
+      adaptive->trial_lateness(t.late_ms, r.elapsed);
+      adaptive->trial_cpu_wait(t.cpu_wait_ms, r.elapsed);
+    }
     const bool is_new = r.add(t);
     new_violations += is_new ? 1 : 0;
     note_concurrency();

@@ -234,6 +234,7 @@ class Supervisor {
     cwd_fd_ = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 
     start_ = mono_ns();
+    prev_look_wait_ = cpu_wait_ns();
     log_.emit({{"type", "trial"}, {"phase", "start"}, {"t", start_}, {"isolation", isolation_}, {"root", root_},
                {"pid_namespace", pid_ns_}, {"scenario", plan_.scenario}, {"trial", plan_.trial}, {"seed", plan_.seed}});
     if (!proc_error_.empty()) {  // pids would be looked up in another namespace's /proc: nothing is meaningful
@@ -508,10 +509,21 @@ class Supervisor {
   // Reaps every exited descendant and logs the workers' exits; notices
   // workers that stopped themselves at a failpoint (WUNTRACED).
   void reap() {
+    // The supervisor's own wait for a CPU before this look: a process that
+    // exits after it is reaped with at most what the supervisor waits from
+    // here on counted in its exit's lateness (reaper_wait_ns).
+    const std::int64_t look_wait = cpu_wait_ns();
     for (;;) {
+      // Peek first (WNOWAIT): an exited worker is still a zombie, whose
+      // final CPU wait (cpu_wait_ns) is readable until it is reaped.
+      siginfo_t si{};
+      if (::waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT) != 0 || si.si_pid <= 0) break;
+      const pid_t peeked = si.si_pid;
+      const bool exited = si.si_code == CLD_EXITED || si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
+      const std::int64_t final_wait = exited && workers_.contains(peeked) ? cpu_wait_ns_of(peeked) : -1;
       int st = 0;
-      pid_t pid = ::waitpid(-1, &st, WNOHANG | WUNTRACED);
-      if (pid <= 0) return;
+      pid_t pid = ::waitpid(peeked, &st, WNOHANG | WUNTRACED);
+      if (pid <= 0) break;
       if (pid == cleanup_pid_) cleanup_done_ = true;
       auto it = workers_.find(pid);
       if (it == workers_.end()) continue;  // a resource tracker, helper or other descendant
@@ -529,8 +541,16 @@ class Supervisor {
         e["by_harness"] = w.killed_by_harness && WTERMSIG(st) == SIGKILL;
         e["teardown"] = w.teardown;
       }
+      if (final_wait >= 0) e["cpu_wait_ns"] = final_wait;
+      // The exit's t is when we saw it. The worker died after our previous
+      // look began; what we waited for a CPU since then (read before t) is
+      // how much later than need be we saw it, at most.
+      const std::int64_t mine = cpu_wait_ns();
+      if (mine >= 0 && prev_look_wait_ >= 0 && mine >= prev_look_wait_) e["reaper_wait_ns"] = mine - prev_look_wait_;
+      e["t"] = mono_ns();
       log_.emit(std::move(e));
     }
+    prev_look_wait_ = look_wait;
   }
 
   void wait_chld(std::int64_t until) {
@@ -1305,6 +1325,7 @@ class Supervisor {
   std::string tail_buf_;
   std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows (kind "" once closed)
   std::int64_t start_ = 0;
+  std::int64_t prev_look_wait_ = -1;  // our cpu_wait_ns() when the previous reap() began
   bool timed_out_ = false;
   bool healing_ = false;
   bool first_stop_taken_ = false;  // a first_of_trial OnStop has fired  // the trial is over: pauses end in SIGCONT, nothing new starts

@@ -52,6 +52,23 @@ struct Ctx {
   Json base(const char* type) const {
     return Json{{"type", type}, {"pid", static_cast<int>(::getpid())}, {"job", job}, {"rank", rank}, {"local_rank", local_rank}};
   }
+  // An op's invoke / completion with this thread's cumulative wait for a CPU
+  // (docs/worker-protocol.md, cpu_wait_ns). The wait is read after t at an
+  // invoke and before t at a completion, so the difference over an op never
+  // counts a wait from outside it: an op's latency is never excused by more
+  // than the scheduler really took from it.
+  void emit_op_event(Json e, bool opening) const {
+    std::int64_t wait = -1;
+    if (opening) {
+      e["t"] = mono_ns();
+      wait = cpu_wait_ns();
+    } else {
+      wait = cpu_wait_ns();
+      e["t"] = mono_ns();
+    }
+    if (wait >= 0) e["cpu_wait_ns"] = wait;
+    log.emit(std::move(e));
+  }
 };
 Ctx* g_ctx = nullptr;
 
@@ -70,21 +87,21 @@ class Op {
     e["op"] = name_;
     e["id"] = id_;
     e["args"] = std::move(args);
-    c_.log.emit(std::move(e));
+    c_.emit_op_event(std::move(e), true);
   }
   void ok(Json value = Json::object()) {
     Json e = c_.base("ok");
     e["op"] = name_;
     e["id"] = id_;
     e["value"] = std::move(value);
-    c_.log.emit(std::move(e));
+    c_.emit_op_event(std::move(e), false);
   }
   void fail(const shmcoord::Error& err) {
     Json e = c_.base("fail");
     e["op"] = name_;
     e["id"] = id_;
     e["error"] = {{"code", std::string(shmcoord::code_name(err.code))}, {"message", err.message}, {"errno", err.sys_errno}};
-    c_.log.emit(std::move(e));
+    c_.emit_op_event(std::move(e), false);
   }
 
  private:

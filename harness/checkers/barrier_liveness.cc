@@ -4,9 +4,11 @@
 //
 // - Every barrier op (attach, round, detach) ends, ok or failed, within
 //   barrier_deadline + grace of its invoke, not counting time its own process
-//   spent stopped; one still open at the trial timeout hung.
+//   spent stopped or waiting for a CPU (Op::cpu_wait_ns); one still open at
+//   the trial timeout hung.
 // - A round that fails ("timeout" or "broken") although every participant had
-//   entered it, none was gone, no fault can cause that failure
+//   entered it (its invoke, plus what it waited for a CPU in that op: it may
+//   have arrived that much later), none was gone, no fault can cause that failure
 //   (checkers/excuses.h: a stop explains a timeout, never a "broken") and no
 //   other rank's barrier op had failed before it (one failure breaks the
 //   barrier for everyone: the earliest is the one judged) is a round that
@@ -14,7 +16,8 @@
 // - Death latency: once a participant that attached is gone (killed, exited,
 //   detached) without entering round r, every other participant's round-r op
 //   ends within liveness + slack of that (TrialMeta::liveness_ns, not counting
-//   time its own process spent stopped) — not at its deadline.
+//   time its own process spent stopped or waiting for a CPU) — not at its
+//   deadline.
 // - Exit path: a detach waits for no peer, only for the barrier's lock and
 //   the init lock; a dead holder's are released by the kernel. A detach that
 //   fails with "timeout" while no fault could keep a lock from it (no process
@@ -71,7 +74,12 @@ bool failure_explained(const History& h, const Op& op, const std::map<int, const
                        const std::set<int>& participants) {
   for (int p : participants) {
     auto it = entered.find(p);
-    if (it == entered.end() || it->second->invoke_t > op.complete_t - kEntryMargin) return true;
+    // Its invoke was logged before it arrived at the barrier; what it waited
+    // for a CPU in that round (at most) may lie in between.
+    if (it == entered.end() ||
+        it->second->invoke_t + it->second->cpu_wait_ns() > op.complete_t - kEntryMargin) {
+      return true;
+    }
   }
   for (const Exit& e : h.exits) {
     if (e.job == op.job && !(e.rank == op.rank && (e.pid == op.pid || e.pid == 0)) &&
@@ -239,9 +247,9 @@ CheckResult check_barrier_liveness(const History& h) {
       const std::int64_t took = op.complete_t - op.invoke_t;
       const std::int64_t stopped =
           checks::stopped_ns(h, op.job, op.rank, op.pid, op.invoke_t, op.complete_t);
-      if (took - stopped > limit) {
-        std::string paused =
-            stopped > 0 ? fmt::format(" ({} of it stopped, not counted)", checks::ms(stopped)) : "";
+      const std::int64_t waited = op.cpu_wait_ns();
+      if (took - stopped - waited > limit) {
+        std::string paused = checks::not_counted(stopped, op.measured_cpu_wait_ns());
         std::string how = op.outcome == Outcome::kOk     ? "completed"
                           : op.outcome == Outcome::kFail ? "failed"
                                                          : "was cut off (" + op.info_cause + ")";
@@ -301,7 +309,11 @@ CheckResult check_barrier_liveness(const History& h) {
         const std::int64_t from = std::max(g.t, op.invoke_t);
         const std::int64_t stopped =
             checks::stopped_ns(h, op.job, op.rank, op.pid, from, op.complete_t);
-        const std::int64_t took = op.complete_t - from - stopped;
+        // The op's whole wait for a CPU: its invoke and completion are the
+        // only readings, so a wait before the death counts too (lenient by
+        // at most that).
+        const std::int64_t waited = op.cpu_wait_ns();
+        const std::int64_t took = op.complete_t - from - stopped - waited;
         if (took <= bound) {
           if (op.outcome == Outcome::kFail) rep.reach("barrier-death-detected-in-time");
           continue;
@@ -314,7 +326,7 @@ CheckResult check_barrier_liveness(const History& h) {
             "the death-detection bound {} (liveness {} + slack {})",
             checks::describe(h, op), how, checks::at(h, op.complete_t), checks::ms(took), g.rank,
             g.pid, g.how, checks::at(h, g.t), round[&op],
-            stopped > 0 ? fmt::format(" ({} stopped, not counted)", checks::ms(stopped)) : "",
+            checks::not_counted(stopped, op.measured_cpu_wait_ns(), /*of_it=*/false),
             checks::ms(bound), checks::ms(h.meta.liveness_ns), checks::ms(kLivenessSlackNs)));
       }
     }

@@ -138,11 +138,37 @@ class Trial {
     return Add({{"t", T(t)}, {"type", "trial"}, {"phase", "end"}, {"timed_out", timed_out}});
   }
 
+  // The worker's cumulative wait for a CPU (cpu_wait_ns) as its latest
+  // invoke and its latest completion logged it.
+  Trial& CpuWait(double at_invoke_ms, double at_complete_ms) {
+    bool invoke = false, complete = false;
+    for (auto it = events_.rbegin(); it != events_.rend() && !(invoke && complete); ++it) {
+      const std::string type = (*it)["type"];
+      if (!invoke && type == "invoke") (*it)["cpu_wait_ns"] = T(at_invoke_ms), invoke = true;
+      if (!complete && (type == "ok" || type == "fail")) (*it)["cpu_wait_ns"] = T(at_complete_ms), complete = true;
+    }
+    return *this;
+  }
+  // What the supervisor measured at the latest exit: the worker's final
+  // cpu_wait_ns (from its zombie) and its own wait since its previous look.
+  Trial& ExitWaits(double worker_ms, double reaper_ms) {
+    for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+      if ((*it)["type"] != "exit") continue;
+      (*it)["cpu_wait_ns"] = T(worker_ms);
+      (*it)["reaper_wait_ns"] = T(reaper_ms);
+      break;
+    }
+    return *this;
+  }
+
   History Build(const TrialMeta& meta = {}) const {
     std::vector<std::string> errors;
     History h = build_history(events_, meta, &errors);
     EXPECT_TRUE(errors.empty()) << errors.front();
     return h;
+  }
+  History BuildWithErrors(const TrialMeta& meta, std::vector<std::string>* errors) const {
+    return build_history(events_, meta, errors);
   }
 
  private:
@@ -833,6 +859,33 @@ TEST(BarrierLiveness, ARoundFailingWithEveryoneInsideAndAliveIsInvalid) {
   EXPECT_VERDICT(r, kInvalid);
   EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "round 0", "every participant had entered"}))
       << Dump(r);
+}
+
+TEST(BarrierLiveness, ATimeoutWhileAnEnteredPeerWaitedForACpuIsNotJudgedUnexplained) {
+  // Rank 1 logged its round-0 invoke at 2 ms but waited 895 ms for a CPU in
+  // that op: it may have arrived only at 897 ms, as rank 0 timed out at 900.
+  History late = Trial()
+                     .Fail(0, 0, "barrier", 1, 900, "timeout", "waited 900ms", {{"round", 0}})
+                     .Fail(0, 1, "barrier", 2, 950, "broken", "rank 0 timed out", {{"round", 0}})
+                     .CpuWait(10, 905)
+                     .Exit(0, 0, 951, 1)
+                     .Exit(0, 1, 952, 1)
+                     .End(1000)
+                     .Build(Meta({Job(2, 1)}));
+  EXPECT_VERDICT(Check("barrier.liveness", late), kValid);
+  // Its 50 ms of CPU wait put its arrival no later than 52 ms: rank 0 had
+  // everyone inside for 848 ms and still timed out.
+  History flaw = Trial()
+                     .Fail(0, 0, "barrier", 1, 900, "timeout", "waited 900ms", {{"round", 0}})
+                     .Fail(0, 1, "barrier", 2, 950, "broken", "rank 0 timed out", {{"round", 0}})
+                     .CpuWait(10, 60)
+                     .Exit(0, 0, 951, 1)
+                     .Exit(0, 1, 952, 1)
+                     .End(1000)
+                     .Build(Meta({Job(2, 1)}));
+  CheckResult r = Check("barrier.liveness", flaw);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"job 0 rank 0 (pid 1000)", "every participant had entered"})) << Dump(r);
 }
 
 TEST(BarrierLiveness, ATimeoutBecauseAPeerWasStoppedIsValid) {
@@ -1810,6 +1863,140 @@ TEST(BarrierLiveness, TheDeathBoundStartsWhenTheKillWasSeenNotWhenTheBodyWasReap
   CheckResult r = Check("barrier.liveness", h);
   EXPECT_VERDICT(r, kInvalid);
   EXPECT_TRUE(Names(r, {"900.000ms after rank 1 (pid 1001) was killed (signal 9) at +10.000ms"})) << Dump(r);
+}
+
+// ---------------------------------- timing: time spent waiting for a CPU
+//
+// On an oversubscribed machine a process that is runnable may wait for a CPU
+// (the kernel's run_delay, logged as cpu_wait_ns): that is the machine's
+// delay, not the subject's latency, and it is not counted against a bound.
+// What the subject itself took past a bound is still a violation.
+
+TEST(PrefixProgress, TimeTheWorkerWaitedForACpuIsNotCounted) {
+  // 1599 ms against deadline 1000 + grace 500, of which 300 ms runnable
+  // but not running: 1299 ms of the subject's own.
+  History h = Trial().Acquire(0, 0, 1, 1600, 0).CpuWait(40, 340).End(2000).Build(Meta());
+  EXPECT_VERDICT(Check("prefix.progress", h), kValid);
+}
+
+TEST(PrefixProgress, AnAcquireLateBeyondItsCpuWaitIsStillInvalid) {
+  History h = Trial().Acquire(0, 0, 1, 1600, 0).CpuWait(40, 90).End(2000).Build(Meta());
+  CheckResult r = Check("prefix.progress", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"acquire of job 0 rank 0 (pid 1000)", "after 1599.000ms",
+                        "50.000ms waiting for a CPU, not counted"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, ASurvivorLateOnlyForWantOfACpuMeetsTheDeathBound) {
+  // Killed at 10 ms; the survivor's error comes 990 ms later against a bound
+  // of 700 ms, but 400 ms of its round it was runnable and not running.
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Killed(0, 1, 10)
+                  .Fail(0, 0, "barrier", 5, 1000, "broken", "rank 1 died", {{"round", 0}})
+                  .CpuWait(20, 420)
+                  .End(2000)
+                  .Build(FastLiveness());
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "barrier-death-detected-in-time"));
+}
+
+TEST(BarrierLiveness, ASurvivorWaitingForItsDeadlineIsCaughtDespiteItsCpuWait) {
+  // The flaw the bound is for: no death detection, the survivor times out at
+  // its deadline. Its 400 ms of CPU wait do not hide the 2.6 s it slept.
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Killed(0, 1, 10)
+                  .Fail(0, 0, "barrier", 5, 3005, "timeout", "rank 1 missing", {{"round", 0}})
+                  .CpuWait(20, 420)
+                  .End(4000)
+                  .Build(FastLiveness());
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"failed (timeout)", "2595.000ms after rank 1 (pid 1001)",
+                        "400.000ms waiting for a CPU, not counted",
+                        "past the death-detection bound 700.000ms"}))
+      << Dump(r);
+}
+
+TEST(BarrierLiveness, ARoundPastItsDeadlineOnlyForWantOfACpuIsValid) {
+  TrialMeta m = Meta({Job(1, 1)});  // deadline 1000 + grace 500
+  History late = Trial().Ok(0, 0, "barrier_attach", 1, 2).Round(0, 0, 0, 3, 1803).CpuWait(5, 505).End(2000).Build(m);
+  EXPECT_VERDICT(Check("barrier.liveness", late), kValid);
+  History slow = Trial().Ok(0, 0, "barrier_attach", 1, 2).Round(0, 0, 0, 3, 1803).CpuWait(5, 105).End(2000).Build(m);
+  CheckResult r = Check("barrier.liveness", slow);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"completed after 1800.000ms", "100.000ms waiting for a CPU, not counted"})) << Dump(r);
+}
+
+TEST(WorkerExits, AnExitSeenLateForWantOfACpuIsValid) {
+  // Released at 4 ms, seen exiting at 1000 ms (grace 500): from its last
+  // completion (cpu_wait 10 ms) to its zombie (310 ms) it waited 300 ms for a
+  // CPU, and the supervisor that reaped it 300 ms more.
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 3, 4)
+                  .CpuWait(5, 10)
+                  .Exit(0, 0, 1000, 0)
+                  .ExitWaits(310, 300)
+                  .End(1001)
+                  .Build(Meta());
+  EXPECT_VERDICT(Check("worker.exits", h), kValid);
+}
+
+TEST(WorkerExits, AnExitLateBeyondTheMeasuredWaitsIsStillInvalid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Release(0, 0, 3, 4)
+                  .CpuWait(5, 10)
+                  .Exit(0, 0, 2000, 0)
+                  .ExitWaits(310, 300)
+                  .End(2001)
+                  .Build(Meta());
+  CheckResult r = Check("worker.exits", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"exited 1396.000ms after its last op ended",
+                        "600.000ms waiting for a CPU, not counted"}))
+      << Dump(r);
+}
+
+TEST(CpuWait, AClaimPastWhatTheKernelRecordedByTheExitIsAHistoryErrorAndExcusesNothing) {
+  // The worker claims 900 ms of CPU wait; the supervisor read 20 ms from its
+  // zombie. The claim is dropped: the acquire is judged on its full 1599 ms.
+  std::vector<std::string> errors;
+  History h = Trial()
+                  .Acquire(0, 0, 1, 1600, 0)
+                  .CpuWait(0, 900)
+                  .Exit(0, 0, 1601, 0)
+                  .ExitWaits(20, 0)
+                  .End(2000)
+                  .BuildWithErrors(Meta(), &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("claims cpu_wait_ns 900000000, more than the 20000000 the kernel recorded"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_VERDICT(Check("prefix.progress", h), kInvalid);
+}
+
+TEST(CpuWait, AWaitThatGoesDownOrIsNotANumberIsAHistoryError) {
+  std::vector<std::string> errors;
+  History h = Trial()
+                  .Acquire(0, 0, 1, 1600, 0)
+                  .CpuWait(500, 100)
+                  .End(2000)
+                  .BuildWithErrors(Meta(), &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("cpu_wait_ns went down"), std::string::npos) << errors[0];
+  EXPECT_VERDICT(Check("prefix.progress", h), kInvalid);
+  errors.clear();
+  History bad = Trial().Acquire(0, 0, 1, 1600, 0).CpuWait(-1, 300).End(2000).BuildWithErrors(Meta(), &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("cpu_wait_ns must be a non-negative integer"), std::string::npos) << errors[0];
+  EXPECT_VERDICT(Check("prefix.progress", bad), kInvalid);
 }
 
 }  // namespace

@@ -140,6 +140,26 @@ std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64
   return total;
 }
 
+std::string not_counted(std::int64_t stopped_ns, std::int64_t cpu_wait_ns, bool of_it) {
+  if (stopped_ns <= 0 && cpu_wait_ns < 0) return "";
+  std::string parts;
+  if (stopped_ns > 0) parts = fmt::format("{} {}stopped", ms(stopped_ns), of_it ? "of it " : "");
+  if (cpu_wait_ns >= 0) {
+    parts += fmt::format("{}{} waiting for a CPU", parts.empty() ? "" : ", ", ms(cpu_wait_ns));
+  }
+  return " (" + parts + ", not counted)";
+}
+
+std::int64_t exit_cpu_wait_ns(const Exit& e, const Op* last) {
+  std::int64_t own = -1;
+  if (last != nullptr && e.cpu_wait_ns >= 0) {
+    const std::int64_t logged = last->outcome == Outcome::kInfo ? last->invoke_wait_ns : last->complete_wait_ns;
+    if (logged >= 0 && e.cpu_wait_ns >= logged) own = e.cpu_wait_ns - logged;
+  }
+  if (own < 0 && e.reaper_wait_ns <= 0) return -1;
+  return std::max<std::int64_t>(0, own) + std::max<std::int64_t>(0, e.reaper_wait_ns);
+}
+
 const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::int64_t t) {
   for (const Fault& f : h.faults) {
     if (is_stop(f) && aims_at(f, job, rank, pid) && f.start_t <= t && t <= f.end_t)

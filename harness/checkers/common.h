@@ -73,6 +73,17 @@ bool is_stop(const Fault& f);
 // Nanoseconds of [a, b] the worker spent inside a stop (SIGSTOP) window.
 std::int64_t stopped_ns(const History& h, int job, int rank, int pid, std::int64_t a,
                         std::int64_t b);
+// " (12.000ms of it stopped, 3.000ms waiting for a CPU, not counted)": how a
+// latency was judged. The stop part only when there was one; the CPU part
+// whenever it was measured (cpu_wait_ns >= 0, 0 included), so that a problem
+// has the same shape (triage fingerprints) however loaded the machine was.
+// "" when neither. `of_it`: "of it stopped", else "stopped".
+std::string not_counted(std::int64_t stopped_ns, std::int64_t cpu_wait_ns, bool of_it = true);
+// How long after its last logged op a worker's exit could have been seen but
+// for the scheduler: the worker's own wait for a CPU since `last` (its
+// completion's cpu_wait_ns against the exit's), plus the supervisor's
+// (Exit::reaper_wait_ns). -1 when nobody measured either.
+std::int64_t exit_cpu_wait_ns(const Exit& e, const Op* last);
 // The stop window aimed at the worker that covers t, if any.
 const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::int64_t t);
 // The last moment the worker certainly was alive: its latest event, or a

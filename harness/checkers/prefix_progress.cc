@@ -3,7 +3,8 @@
 //
 // An acquire (or a release) may take acquire_deadline + grace, not counting the
 // time its own process spent stopped (a SIGSTOPped process cannot meet any
-// deadline). One still open when the trial timed out hung: invalid. One cut
+// deadline) or waiting for a CPU (Op::cpu_wait_ns: an oversubscribed machine's
+// delay, which the kernel measured, is not the subject's latency). One still open when the trial timed out hung: invalid. One cut
 // off by a kill is judged by how long it had been open when it died.
 #include <fmt/format.h>
 
@@ -47,9 +48,9 @@ CheckResult check_prefix_progress(const History& h) {
     const std::int64_t took = op.complete_t - op.invoke_t;
     const std::int64_t stopped =
         checks::stopped_ns(h, op.job, op.rank, op.pid, op.invoke_t, op.complete_t);
-    if (took - stopped <= limit) continue;
-    std::string paused =
-        stopped > 0 ? fmt::format(" ({} of it stopped, not counted)", checks::ms(stopped)) : "";
+    const std::int64_t waited = op.cpu_wait_ns();
+    if (took - stopped - waited <= limit) continue;
+    std::string paused = checks::not_counted(stopped, op.measured_cpu_wait_ns());
     if (op.outcome == Outcome::kInfo) {
       rep.invalid(fmt::format(
           "{} had been open {}{} when it was cut off ({}), past its deadline {} + grace {}",

@@ -7,7 +7,8 @@
 // barrier.liveness; here are the others: killed at teardown with no op open, or
 // inside another op (clean, segment, witness, ...). A worker that exited by
 // itself more than grace after its last op completed (not counting time it
-// spent stopped) also breaks it. A trial that timed out without any worker
+// spent stopped, nor what the scheduler kept it or the supervisor that saw
+// its exit waiting for a CPU: checks::exit_cpu_wait_ns) also breaks it. A trial that timed out without any worker
 // killed at teardown is not shown to be fine: unknown.
 #include <fmt/format.h>
 
@@ -57,13 +58,18 @@ CheckResult check_worker_exits(const History& h) {
         end = std::max(end, op.complete_t);
       }
     }
+    const Op* ended = nullptr;  // the op that ended last: its completion logged the last wait
+    for (const Op& op : h.ops) {
+      if (op.job == e.job && op.rank == e.rank && (e.pid == 0 || op.pid == e.pid) && op.complete_t == end) ended = &op;
+    }
     const std::int64_t stopped = checks::stopped_ns(h, e.job, e.rank, e.pid, end, e.t);
-    const std::int64_t took = e.t - end - stopped;
+    const std::int64_t waited = checks::exit_cpu_wait_ns(e, ended);
+    const std::int64_t took = e.t - end - stopped - std::max<std::int64_t>(0, waited);
     if (took > h.meta.grace_ns) {
       rep.invalid(fmt::format(
           "{} exited {} after its last op ended ({}, at {}){}: more than the grace {}", who,
           checks::ms(took), last->op, checks::at(h, end),
-          stopped > 0 ? fmt::format(" ({} stopped, not counted)", checks::ms(stopped)) : "",
+          checks::not_counted(stopped, waited, /*of_it=*/false),
           checks::ms(h.meta.grace_ns)));
     } else {
       rep.reach("worker-exited-in-time");
