@@ -12,7 +12,6 @@
 
 #include "cli/cli.h"
 #include "harness/baseline.h"
-#include "harness/stored.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -63,21 +62,6 @@ int baseline(const BaselineArgs& a) {
       std::fprintf(stderr, "shmstress baseline: %s\n", b.error().to_string().c_str());
       return 2;
     }
-    // load_baseline read it as a baseline; the notes take a few more fields,
-    // each only if it has the type the run writes (a user may edit the file).
-    const nlohmann::json j = harness::load_json_object(p.string(), nullptr).value_or(nlohmann::json::object());
-    auto text = [](const nlohmann::json& o, const char* k, std::string absent) {
-      auto it = o.find(k);
-      return it != o.end() && it->is_string() ? it->get<std::string>() : absent;
-    };
-    const std::string run_id = text(j, "run_id", "?");
-    std::map<std::string, nlohmann::json> bucket;
-    if (auto bs = j.find("buckets"); bs != j.end() && bs->is_array()) {
-      for (const auto& bk : *bs) {
-        if (bk.is_object() && bk.contains("fingerprint") && bk["fingerprint"].is_string())
-          bucket[bk["fingerprint"].get<std::string>()] = bk;
-      }
-    }
     std::vector<harness::KnownFailure> these;
     for (auto& [fp, k] : b->known) these.push_back(k);
     for (auto& k : b->expired) these.push_back(k);
@@ -85,19 +69,11 @@ int baseline(const BaselineArgs& a) {
     for (auto& k : these) {
       seen.insert(k.fingerprint);
       if (at.contains(k.fingerprint)) continue;
-      const nlohmann::json& bk = bucket[k.fingerprint];
-      const bool was_known = bk.is_object() && text(bk, "status", "") == "known";
-      if (!was_known) {
-        k.reason = a.reason.empty() ? "known since run " + run_id : a.reason;
+      if (!k.known_in_run) {
+        k.reason = a.reason.empty() ? "known since run " + b->run_id : a.reason;
         k.expires = expires;
       }
-      std::string note;
-      if (bk.is_object()) {
-        auto trials = bk.find("trials");
-        note = text(bk, "problem", "") + "\n" +
-               (trials != bk.end() && trials->is_number_integer() ? std::to_string(trials->get<std::int64_t>()) : "?") +
-               " trials in run " + run_id + "; reproduce: " + text(bk, "reproduce", "");
-      }
+      std::string note = std::move(k.note);
       at[k.fingerprint] = entries.size();
       entries.push_back(std::move(k));
       notes.push_back(std::move(note));

@@ -157,8 +157,14 @@ std::expected<Baseline, BaselineError> baseline_of_summary(std::string_view text
   Baseline b;
   b.file = file;
   std::map<std::string, int> seen;
-  // A run id of another type (a user may edit the file) names no run.
+  // Fields of another type than the run writes (a user may edit the file)
+  // read as absent: they only name things in reasons and notes.
+  auto field_text = [](const nlohmann::json& o, const char* key) {
+    auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   const std::string run = j["run_id"].is_string() ? j["run_id"].get<std::string>() : std::string("?");
+  b.run_id = run;
   const auto& buckets = j["buckets"];
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     const auto& bk = buckets[i];
@@ -175,6 +181,11 @@ std::expected<Baseline, BaselineError> baseline_of_summary(std::string_view text
     KnownFailure k;
     k.line = key_at("fingerprint");
     k.fingerprint = bk["fingerprint"].get<std::string>();
+    k.known_in_run = field_text(bk, "status") == "known";
+    auto trials = bk.find("trials");
+    k.note = field_text(bk, "problem") + "\n" +
+             (trials != bk.end() && trials->is_number_integer() ? std::to_string(trials->get<std::int64_t>()) : "?") +
+             " trials in run " + run + "; reproduce: " + field_text(bk, "reproduce");
     // A bucket that was known in that run keeps its reason and expiry.
     if (bk.contains("known_reason")) {
       if (!bk["known_reason"].is_string() || bk["known_reason"].get<std::string>().empty()) {

@@ -30,10 +30,17 @@ struct KnownFailure {
   std::string reason;
   std::optional<Day> expires;  // none: never
   int line = 0;                // where the baseline says so
+  // Read from a run's summary.json (not from a baseline file): whether that
+  // run already reported the bucket as known, and what `shmstress baseline`
+  // writes above the entry (the problem's shape, its trials, the run, the
+  // reproduce command).
+  bool known_in_run = false;
+  std::string note;
 };
 
 struct Baseline {
   std::string file;
+  std::string run_id = "?";  // a summary.json's run; "?" if it names none (a baseline file names none)
   // In force on the day the baseline was read for, by fingerprint.
   std::map<std::string, KnownFailure> known;
   // Listed, but their expiry has passed: their buckets count as new again.
