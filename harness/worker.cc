@@ -330,6 +330,7 @@ int run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(late));
     }
     shmcoord::BarrierOptions bo;
+    bo.claim = leases[0].serial;  // a peer killed right after attaching breaks the barrier, not a stale reset
     bo.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_BARRIER_TIMEOUT_MS", 3000));
     if (int every = ops.value("barrier_liveness_ms", 0); every > 0)
       bo.liveness_interval = std::chrono::milliseconds(every);

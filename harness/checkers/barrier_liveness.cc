@@ -17,7 +17,12 @@
 //   detached) without entering round r, every other participant's round-r op
 //   ends within liveness + slack of that (TrialMeta::liveness_ns, not counting
 //   time its own process spent stopped or waiting for a CPU) — not at its
-//   deadline.
+//   deadline. One killed inside round r (its op cut off) either arrived, and r
+//   completes when the others arrive, or did not, and its death breaks r: so
+//   once every participant has entered r (and nobody of the job is stopped
+//   meanwhile), every other round-r op ends within the same bound of the
+//   later of the death and the last entry. A barrier that forgot the dead
+//   one's seat (reset as stale) waits for it until the deadline instead.
 // - Exit path: a detach waits for no peer, only for the barrier's lock and
 //   the init lock; a dead holder's are released by the kernel. A detach that
 //   fails with "timeout" while no fault could keep a lock from it (no process
@@ -219,6 +224,23 @@ CheckResult check_barrier_liveness(const History& h) {
     }
   }
 
+  // A participant that attached and died before a peer attached: the peer
+  // finds a barrier whose only seated participants are dead.
+  for (const Exit& e : h.exits) {
+    if (e.signal <= 0) continue;
+    bool attached = false;
+    for (const Op& a : h.ops) {
+      if (a.op == "barrier_attach" && a.job == e.job && a.pid == e.pid && a.outcome == Outcome::kOk) attached = true;
+    }
+    if (!attached) continue;
+    for (const Op& op : h.ops) {
+      if (op.op == "barrier_attach" && op.job == e.job && op.rank != e.rank && op.invoke_t > e.t) {
+        rep.reach("barrier-attached-after-peer-death");
+        break;
+      }
+    }
+  }
+
   for (const Op& op : h.ops) {
     if (!is_barrier_op(op)) continue;
     if (op.outcome == Outcome::kFail && op.error_code == "broken")
@@ -295,18 +317,43 @@ CheckResult check_barrier_liveness(const History& h) {
   const std::int64_t bound = h.meta.liveness_ns + kLivenessSlackNs;
   for (const auto& [job, ranks] : participants) {
     for (const Gone& g : gone_participants(h, job)) {
-      std::set<std::int64_t> entered_rounds;
+      std::set<std::int64_t> entered_rounds, died_in;
       for (const Op& op : h.ops) {
         if (op.job == job && op.rank == g.rank && op.pid == g.pid && op.op == "barrier" &&
             op.invoke_t <= g.t) {
           entered_rounds.insert(round[&op]);
+          if (op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout) died_in.insert(round[&op]);
         }
       }
       for (const Op& op : h.ops) {
         if (op.op != "barrier" || op.job != job || op.rank == g.rank) continue;
-        if (op.complete_t <= g.t || entered_rounds.contains(round[&op])) continue;
+        if (op.complete_t <= g.t) continue;
         if (op.outcome == Outcome::kInfo && op.info_cause == kCauseTrialTimeout) continue;  // a hang, above
-        const std::int64_t from = std::max(g.t, op.invoke_t);
+        std::int64_t from = std::max(g.t, op.invoke_t);
+        const std::int64_t r = round[&op];
+        if (died_in.contains(r)) {
+          // It died inside round r: its arrival either counted (r completes
+          // once the others arrive) or not (its death breaks r); both within
+          // the bound of the last entry, unless someone was stopped meanwhile
+          // or never entered (then r waits for them, as it should).
+          const auto& who = entered[{job, r}];
+          bool all_in = true;
+          for (int p : ranks) {
+            auto it = who.find(p);
+            if (it == who.end()) {
+              all_in = false;
+              break;
+            }
+            from = std::max(from, it->second->invoke_t + it->second->cpu_wait_ns());
+          }
+          bool stop = false;
+          for (const Fault& f : h.faults) {
+            if (checks::is_stop(f) && f.job == job && f.start_t <= op.complete_t && f.end_t >= from) stop = true;
+          }
+          if (!all_in || stop || op.complete_t <= from) continue;
+        } else if (entered_rounds.contains(r)) {
+          continue;
+        }
         const std::int64_t stopped =
             checks::stopped_ns(h, op.job, op.rank, op.pid, from, op.complete_t);
         // The op's whole wait for a CPU: its invoke and completion are the
@@ -322,10 +369,11 @@ CheckResult check_barrier_liveness(const History& h) {
                           : op.outcome == Outcome::kFail ? "failed (" + op.error_code + ")"
                                                          : "was cut off (" + op.info_cause + ")";
         rep.invalid(fmt::format(
-            "{} {} at {}, {} after rank {} (pid {}) {} at {} without entering round {}{}: past "
+            "{} {} at {}, {} after rank {} (pid {}) {} at {} {} round {}{}: past "
             "the death-detection bound {} (liveness {} + slack {})",
             checks::describe(h, op), how, checks::at(h, op.complete_t), checks::ms(took), g.rank,
-            g.pid, g.how, checks::at(h, g.t), round[&op],
+            g.pid, g.how, checks::at(h, g.t),
+            died_in.contains(r) ? "inside (every participant had entered)" : "without entering", r,
             checks::not_counted(stopped, op.measured_cpu_wait_ns(), /*of_it=*/false),
             checks::ms(bound), checks::ms(h.meta.liveness_ns), checks::ms(kLivenessSlackNs)));
       }
@@ -344,4 +392,4 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_barrier_liveness,
     {"barrier-participant-died", "barrier-broken-detected", "barrier-timeout-detected",
      "killed-in-barrier", "barrier-participant-stopped", "hang-detected",
-     "barrier-death-detected-in-time", "barrier-release-judged"});
+     "barrier-death-detected-in-time", "barrier-release-judged", "barrier-attached-after-peer-death"});

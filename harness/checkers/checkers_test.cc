@@ -1361,18 +1361,73 @@ TEST(BarrierLiveness, ASurvivorThatOnlyTimesOutAtItsDeadlineAfterADeathIsInvalid
       << Dump(r);
 }
 
-TEST(BarrierLiveness, ADeathAfterEnteringTheRoundDoesNotBoundThatRound) {
+TEST(BarrierLiveness, ADeathInsideARoundMayCompleteThatRoundThenBreaksTheNext) {
   // Rank 1 entered round 1 and died in it: round 1 may complete (its arrival
-  // counted); only the next round must break in time.
+  // counted); the next round must break in time.
   History h = Trial()
                   .Ok(0, 0, "barrier_attach", 1, 2)
                   .Ok(0, 1, "barrier_attach", 1, 2)
                   .Open(0, 1, "barrier", 3, {{"round", 1}})
                   .Killed(0, 1, 10)
-                  .Round(0, 0, 1, 5, 1200)
-                  .Fail(0, 0, "barrier", 1201, 1300, "broken", "rank 1 died", {{"round", 2}})
+                  .Round(0, 0, 1, 5, 300)
+                  .Fail(0, 0, "barrier", 301, 400, "broken", "rank 1 died", {{"round", 2}})
                   .End(2000)
                   .Build(FastLiveness());
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+// barrier-claim-ignored: rank 0 attached, entered round 0 and was killed; its
+// peer attached after, found only a dead participant, reset the barrier as
+// stale and waited for a seat nobody would take until its deadline.
+TEST(BarrierLiveness, ASurvivorWaitingToItsDeadlineInARoundItsDeadPeerEnteredIsInvalid) {
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Open(0, 0, "barrier", 3, {{"round", 0}})
+                  .Killed(0, 0, 10)
+                  .Ok(0, 1, "barrier_attach", 400, 401)
+                  .Fail(0, 1, "barrier", 402, 3402, "timeout", "1 never attached", {{"round", 0}})
+                  .End(4000)
+                  .Build(FastLiveness());
+  CheckResult r = Check("barrier.liveness", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"barrier of job 0 rank 1", "failed (timeout)", "was killed (signal 9) at +10.000ms",
+                        "inside (every participant had entered) round 0",
+                        "past the death-detection bound 700.000ms"}))
+      << Dump(r);
+  EXPECT_TRUE(Reached(r, "barrier-attached-after-peer-death"));
+}
+
+TEST(BarrierLiveness, ADeathInsideARoundDoesNotBoundItWhileAPeerHasNotEnteredIt) {
+  // Three ranks: rank 2 never entered round 0, so round 0 rightly waits for
+  // it whether or not the dead one's arrival counted.
+  TrialMeta m = FastLiveness();
+  m.jobs = {Job(3, 3)};
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Ok(0, 2, "barrier_attach", 1, 2)
+                  .Open(0, 0, "barrier", 3, {{"round", 0}})
+                  .Killed(0, 0, 10)
+                  .Fail(0, 1, "barrier", 20, 3020, "timeout", "rank 2 missing", {{"round", 0}})
+                  .End(4000)
+                  .Build(m);
+  EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
+}
+
+TEST(BarrierLiveness, ADeathInsideARoundDoesNotBoundItWhileAPeerOfTheJobIsStopped) {
+  TrialMeta m = FastLiveness();
+  m.jobs = {Job(3, 3)};
+  History h = Trial()
+                  .Ok(0, 0, "barrier_attach", 1, 2)
+                  .Ok(0, 1, "barrier_attach", 1, 2)
+                  .Ok(0, 2, "barrier_attach", 1, 2)
+                  .Open(0, 0, "barrier", 3, {{"round", 0}})
+                  .Killed(0, 0, 10)
+                  .Open(0, 2, "barrier", 15, {{"round", 0}})
+                  .Fault("sigstop", 0, 2, 16, 2900)
+                  .Fail(0, 1, "barrier", 20, 3020, "timeout", "rank 2 [stopped]", {{"round", 0}})
+                  .End(4000)
+                  .Build(m);
   EXPECT_VERDICT(Check("barrier.liveness", h), kValid);
 }
 

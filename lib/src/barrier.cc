@@ -51,6 +51,14 @@ SegmentSpec barrier_spec(std::string suffix, int num_procs) {
   return s;
 }
 
+// The layout keeps 32 bits of the claim; 0 stays "unknown", so a nonzero
+// serial never maps to it.
+std::uint32_t claim_tag(std::uint64_t claim) {
+  if (claim == 0) return 0;
+  const auto t = static_cast<std::uint32_t>(claim ^ (claim >> 32));
+  return t == 0 ? 1 : t;
+}
+
 std::string who(const Participant& q, int slot) {
   return "participant " + std::to_string(slot) + " (" + describe_owner(q.who) + ")";
 }
@@ -201,14 +209,28 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
     failpoint::crash_window("crash/barrier/attach/after-lock");
     if (load(b->retired)) continue;  // being unlinked: open anew
     LeaseProbe probe(ns);
-    // Stale: nobody alive is seated (all dead or left). Start it afresh.
+    // Stale: nobody alive is seated (all dead or left), and it is not of our
+    // own holding (whose dead are our peers). Start it afresh.
+    const std::uint32_t tag = claim_tag(opt.claim);
+    const bool ours = tag != 0 && load(b->claim) == tag;
     bool any_used = false, any_live = false;
-    for (const Participant& q : b->parts) {
+    std::string live_other;
+    for (int i = 0; i < records::kMaxRanks; ++i) {
+      const Participant& q = b->parts[i];
       const std::uint32_t st = load(q.state);
       if (st != records::kPartEmpty) any_used = true;
-      if (st == records::kPartAttached && probe.alive(q.who)) any_live = true;
+      if (st == records::kPartAttached && probe.alive(q.who)) {
+        any_live = true;
+        if (live_other.empty()) live_other = who(q, i);
+      }
     }
-    if (any_used && !any_live) {
+    if (any_live && tag != 0 && load(b->claim) != 0 && !ours) {
+      return fail(Code::kMismatch, "barrier " + impl->seg.name() + " belongs to another holding of its prefix (claim " +
+                                       std::to_string(load(b->claim)) + ", ours " + std::to_string(tag) + "), whose " +
+                                       live_other + " is alive; pid " + std::to_string(me.pid) + " does not join it");
+    }
+    const bool stale = any_used && !any_live && !ours;
+    if (stale) {
       std::memset(b->parts, 0, sizeof b->parts);
       failpoint::crash_window("crash/barrier/attach/half-reset");
       store(b->arrived, 0);
@@ -216,6 +238,7 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
       b->reason[0] = '\0';
       b->num_procs = static_cast<std::uint32_t>(num_procs);
     }
+    if (stale || !any_used) store(b->claim, tag);
     if (static_cast<int>(b->num_procs) != num_procs) {
       return std::unexpected(impl->break_locked(
           Code::kMismatch, "participants disagree on the process count: pid " + std::to_string(me.pid) + " says " +

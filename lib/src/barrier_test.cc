@@ -486,6 +486,78 @@ TEST_F(BarrierTest, BarrierOfDeadParticipantsIsResetByTheNextAttach) {
   EXPECT_TRUE(b->wait());
 }
 
+// kill-after-acquire, trial 62 at --parallel 16: rank 0 attached and was
+// killed before rank 1 attached. rank 1 found only dead participants, reset the
+// barrier as stale and waited for a seat nobody would take until its deadline
+// ("1 never attached"). With the job's claim the dead one is a peer.
+TEST_F(BarrierTest, PeerKilledRightAfterAttachingBreaksTheOthersOfItsClaimWithinOneSecond) {
+  auto& dead = fork_child([&](int out) {
+    auto o = opt();
+    o.claim = 7;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    report(out, b ? "in" : b.error().to_string());
+    ::raise(SIGKILL);
+    return 0;
+  });
+  ASSERT_EQ(read_line(dead), "in");
+  wait_child(dead);
+  auto o = opt(30000ms);
+  o.claim = 7;
+  auto b = Barrier::attach(ns, "b", 2, o);
+  ASSERT_TRUE(b) << b.error().to_string();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = b->wait();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(outcome(r).rfind("broken:", 0), 0u) << outcome(r);
+  EXPECT_NE(outcome(r).find("participant 0"), std::string::npos) << "names the dead peer: " << outcome(r);
+  EXPECT_NE(outcome(r).find("died before entering round 0"), std::string::npos) << outcome(r);
+  EXPECT_LT(took, 1s) << "broken within the liveness interval, not at the 30 s deadline";
+}
+
+TEST_F(BarrierTest, BarrierOfDeadParticipantsOfAnotherClaimIsResetByTheNextAttach) {
+  auto& dead = fork_child([&](int out) {
+    auto o = opt();
+    o.claim = 7;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    report(out, b ? "in" : b.error().to_string());
+    ::raise(SIGKILL);
+    return 0;
+  });
+  ASSERT_EQ(read_line(dead), "in");
+  wait_child(dead);
+  auto o = opt();
+  o.claim = 8;  // the prefix granted anew
+  auto b = Barrier::attach(ns, "b", 1, o);
+  ASSERT_TRUE(b) << b.error().to_string();
+  EXPECT_TRUE(b->wait());
+}
+
+TEST_F(BarrierTest, LiveParticipantsOfAnotherClaimAreAMismatchAndKeepTheirBarrier) {
+  auto o = opt();
+  o.claim = 7;
+  auto a = Barrier::attach(ns, "b", 2, o);
+  ASSERT_TRUE(a) << a.error().to_string();
+  auto& other = fork_child([&](int out) {
+    auto o2 = opt();
+    o2.claim = 9;
+    auto b = Barrier::attach(ns, "b", 2, o2);
+    report(out, b ? "ok" : std::string(code_name(b.error().code)) + ":" + b.error().message);
+    return 0;
+  });
+  std::string r = read_line(other);
+  EXPECT_EQ(r.rfind("mismatch:", 0), 0u) << r;
+  EXPECT_NE(r.find("another holding"), std::string::npos) << r;
+  wait_child(other);
+  // Unchanged for its own: a peer of claim 7 still completes a round with us.
+  auto& peer = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, o);
+    report(out, b && b->wait() ? "ok" : "failed");
+    return 0;
+  });
+  EXPECT_TRUE(a->wait());
+  EXPECT_EQ(read_line(peer), "ok");
+}
+
 TEST_F(BarrierTest, TooManyParticipantsIsAMismatch) {
   auto a = Barrier::attach(ns, "b", 1, opt());
   ASSERT_TRUE(a);

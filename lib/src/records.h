@@ -110,7 +110,7 @@ struct BarrierLayout {
   std::uint32_t broken;      // nonzero: every wait fails with `reason`
   std::uint32_t seq;         // futex word: bumped on every release, break and detach
   std::uint32_t waiters;     // participants in (or entering) a futex wait on seq
-  std::uint32_t pad;
+  std::uint32_t claim;       // the prefix holding it belongs to (claim_tag of BarrierOptions::claim); 0: unknown
   pthread_mutex_t mutex;     // robust, process-shared
   char reason[kReasonMax];
   Participant parts[kMaxRanks];

@@ -32,6 +32,7 @@ import random
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import zlib
@@ -54,6 +55,26 @@ SEGMENTS_WITHOUT_EXIT_HANDLER = ('epoch_shape', 'epoch_data')  # StreamingDatase
 
 def mono_ns() -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def cpu_wait_ns() -> int:
+    """This thread's cumulative wait for a CPU (run_delay, docs/worker-protocol.md), or -1.
+
+    Only the main thread's counts: the supervisor checks the claims against the main thread's final
+    value, and the ops run there (gloo's threads do not).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return -1
+    try:
+        fd = os.open('/proc/thread-self/schedstat', os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # e.g. EMFILE in an exhaustion scenario: leave the field out
+        return -1
+    try:
+        return int(os.read(fd, 128).split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+    finally:
+        os.close(fd)
 
 
 def env_int(key: str, default: int) -> int:
@@ -217,13 +238,24 @@ class Op:
         self.name = name
         worker.next_id += 1
         self.id = worker.next_id
-        worker.emit('invoke', op=name, id=self.id, args=args if args is not None else {})
+        # t before the CPU wait at an invoke, after it at a completion: an op is never excused more
+        # than the scheduler took from it (docs/worker-protocol.md, cpu_wait_ns).
+        t = mono_ns()
+        worker.emit('invoke', op=name, id=self.id, args=args if args is not None else {}, **self._wait(), t=t)
+
+    @staticmethod
+    def _wait() -> dict:
+        wait = cpu_wait_ns()
+        return {'cpu_wait_ns': wait} if wait >= 0 else {}
 
     def ok(self, value: dict = None) -> None:
-        self.worker.emit('ok', op=self.name, id=self.id, value=value if value is not None else {})
+        wait = self._wait()
+        self.worker.emit('ok', op=self.name, id=self.id, value=value if value is not None else {}, **wait,
+                         t=mono_ns())
 
     def fail(self, exc: BaseException, **extra) -> None:
-        self.worker.emit('fail', op=self.name, id=self.id, error=classify(exc), **extra)
+        wait = self._wait()
+        self.worker.emit('fail', op=self.name, id=self.id, error=classify(exc), **extra, **wait, t=mono_ns())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,6 +466,12 @@ class Group:
             self.mode = 'emulated'
             self.reason = (f'torch not importable: the stand-in\'s emulated group (fails like gloo on a dead peer), '
                            f'timeout {self.timeout_ms} ms')
+        elif wanted in ('gloo', 'emulated'):
+            # Asked for by name and not to be had: no launcher carries on without its group.
+            what = 'torch.distributed (gloo) is not importable' if wanted == 'gloo' else \
+                'this subject has no emulated group (only the stand-in has one)'
+            self.mode, self.reason = 'none', f'{GROUP_ENV}={wanted}: {what}'
+            self.bad = True
         else:
             self.mode = 'none'
             self.reason = (f'{GROUP_ENV}={wanted}: neither torch.distributed nor an emulated group is available; '

@@ -24,6 +24,17 @@ buckets=$(json "$SCRATCH/run/summary.json" "' '.join(b['fingerprint'] for b in j
 "$S" run "$saved" --trials 3 --seed 1 --out "$SCRATCH/regress-run" >"$SCRATCH/regress.log" 2>&1 ||
   { tail -20 "$SCRATCH/regress.log"; fail "the regression scenario does not hold against the native subject"; }
 echo "saved $(basename "$saved"); it holds against the native subject"
+# Every candidate runs the trial's own subject: the known-bad worker given only
+# as `--subject exec:` (the scenario's own subject, the stock worker, would
+# never fail again, and shrink would give up as not reproducible).
+"$S" run scenarios/kill-holder.toml --trials 4 --seed 8 --subject "exec:$W" --out "$SCRATCH/ext" >/dev/null 2>&1 || true
+ext=$(grep -l '"verdict": *"invalid"' "$SCRATCH"/ext/kill-holder/trial-*/verdict.json 2>/dev/null | head -1)
+[[ -n $ext ]] || fail "the known-bad variant as an exec: subject produced no failing trial to shrink"
+"$S" shrink "$(dirname "$ext")" --retries 3 --budget 4 >"$SCRATCH/shrink-ext.txt" 2>&1 ||
+  { cat "$SCRATCH/shrink-ext.txt"; fail "shrink of an exec: subject's trial did not reproduce it (ran another subject?)"; }
+grep '^reproduce:' "$SCRATCH/shrink-ext.txt" | grep -qF -- "--subject" ||
+  { cat "$SCRATCH/shrink-ext.txt"; fail "the shrunk reproduce command does not name the trial's subject"; }
+echo "shrink ran the trial's exec: subject"
 repro=$(grep '^reproduce:' "$SCRATCH/shrink.txt" | cut -d' ' -f2-)
 for i in 1 2 3 4 5; do
   set +e

@@ -4,19 +4,19 @@
     streaming_evidence.py SCENARIO.toml RUN_DIR  ->  "<mode> <hit> <wrong> <trials> <timeouts>", details
     streaming_evidence.py --expect SCENARIO.toml ->  expected invariants, expected evidence (2 lines)
 
-A scenario states what it reproduces, either with the harness's keys (once the
-"oracle" work is on main)
+A scenario states what it reproduces, either with the harness's keys
 
     expect_violation = ["barrier.liveness"]
     expect_evidence = ["barrier-hang-after-death", "fault:signal-on-event"]
 
-or, until then, with two comment lines (read only when the keys are absent):
+or with two comment lines (each read only when its key is absent; evidence
+states this file derives itself stay in the comment):
 
     # expect-violation: barrier.liveness ...   ("none": no invariant breaks)
     # expect-evidence: <state> ...             ("none"; a|b = either)
 
-A trial reproduces it when it breaks one of the expected invariants (any, when
-none is expected) AND reached every evidence state, read from the trial's own
+A trial reproduces it when it breaks one of the expected invariants (none at
+all, when none is expected) AND reached every evidence state, read from the trial's own
 verdict.json and history.jsonl: the checkers' reached states,
 error:<op>:<code> from the subject's fail events, fault:<kind>, and the states
 derived() reads from the events. mode is "control" when nothing is expected
@@ -144,7 +144,10 @@ def judge(toml, run):
         violated, states = facts(d)
         timeouts += 'timed-out' in states
         expected = set(exp['violation'])
-        ok = (not expected or violated & expected) and all(any(a in states for a in w.split('|')) for w in exp['evidence'])
+        # "none" expected means none broken: a trial that broke an invariant on the way to its
+        # evidence reproduced something else.
+        broke_as_named = bool(violated & expected) if expected else not violated
+        ok = broke_as_named and all(any(a in states for a in w.split('|')) for w in exp['evidence'])
         hit += bool(ok)
         if violated and not ok:
             wrong += 1

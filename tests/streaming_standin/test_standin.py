@@ -599,6 +599,30 @@ class AdapterTest(Case):
         rc, _ = self.finish(self.start(self.env(SHMSTRESS_OPS='{not json')))
         self.assertEqual(rc, 2)
 
+    def test_gloo_asked_for_by_name_without_torch_exits_2(self):
+        # A torch that cannot be imported, ahead of Debian's on the path.
+        fake = os.path.join(self.tmp, 'notorch')
+        os.makedirs(os.path.join(fake, 'torch'))
+        with open(os.path.join(fake, 'torch', '__init__.py'), 'w', encoding='ascii') as f:
+            f.write('raise ImportError("no torch here")\n')
+        env = self.env(rank=0, world_size=2, local_world_size=2, PYTHONPATH=fake,
+                       SHMSTRESS_PROCESS_GROUP='gloo')
+        rc, err = self.finish(self.start(env))
+        self.assertEqual(rc, 2, err)
+        self.assertIn('gloo', err)
+        self.assertIn('not importable', err)
+
+    def test_ops_carry_the_main_threads_cpu_wait_read_inside_the_op(self):
+        rc, err = self.finish(self.start(self.env(ops={'acquire': True})))
+        self.assertEqual(rc, 0, err)
+        ops = [e for e in self.events() if e['type'] in ('invoke', 'ok', 'fail')]
+        self.assertTrue(ops)
+        last = -1
+        for e in ops:
+            self.assertIsInstance(e.get('cpu_wait_ns'), int, e)
+            self.assertGreaterEqual(e['cpu_wait_ns'], last, 'cumulative: never goes down')
+            last = e['cpu_wait_ns']
+
 
 class TrackerTest(Case):
     """CPython's resource tracker, a child of the process that created a segment, outlives it."""

@@ -16,7 +16,15 @@
 //   breaks the barrier at the round it misses, as below.
 // - Attaching never resets a barrier that has a live participant. A barrier
 //   whose participants are all dead or gone is stale and is reset by the next
-//   attach.
+//   attach — unless it belongs to the attacher's own holding
+//   (BarrierOptions::claim, the job's Lease::serial, equal and nonzero): then
+//   the dead are the job's own peers (one killed right after attaching, before
+//   anyone else arrived), so the newcomer takes an empty seat and the barrier
+//   breaks, naming the dead, at the round they miss. Without a claim a peer
+//   that died before the others attached is indistinguishable from a previous
+//   user's leftovers, and the others wait for its seat until their deadline.
+//   Live participants of another claim are two holdings of one prefix: the
+//   attach is refused (Code::kMismatch) and changes nothing.
 // - Liveness is each participant's kernel lease (see registry.h): right across
 //   pid namespaces that share /dev/shm, and not inherited by a forked child, so
 //   a forgotten child holding our fds never keeps a dead participant "alive".
@@ -50,6 +58,9 @@ namespace shmcoord {
 struct BarrierOptions {
   std::chrono::milliseconds timeout{60000};           // per wait() and for attach
   std::chrono::milliseconds liveness_interval{100};   // death detection bound
+  // The holding the barrier belongs to: the Lease::serial of the prefix it is
+  // named after (every rank of a job has the same). 0: unknown (see above).
+  std::uint64_t claim = 0;
 };
 
 class Barrier {
