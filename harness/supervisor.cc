@@ -505,6 +505,19 @@ class Supervisor {
     }
     return -1;
   }
+  // The worker a setting went to: the live one, else one that already exited.
+  // A setting is in its environment from exec, so a worker that failed and
+  // exited before the supervisor got to log it (a loaded machine) had it all
+  // the same.
+  pid_t pid_started(int job, int rank) const {
+    pid_t any = -1;
+    for (const auto& [pid, w] : workers_) {
+      if (w.job != job || w.rank != rank) continue;
+      if (w.alive) return pid;
+      any = pid;
+    }
+    return any;
+  }
 
   // Reaps every exited descendant and logs the workers' exits; notices
   // workers that stopped themselves at a failpoint (WUNTRACED).
@@ -754,13 +767,15 @@ class Supervisor {
         log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}});
         continue;
       }
-      pid_t pid = pid_of(a.job, a.rank);
-      if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
-      if (a.signal == 0) {     // a setting the worker started with (emfile, fiu-errno, ...): log it
+      if (a.signal == 0) {  // a setting the worker started with (emfile, fiu-errno, ...): log it
+        const pid_t started = pid_started(a.job, a.rank);
+        if (started <= 0) continue;  // never started: nothing happened, nothing to log
         log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-                   {"pid", workers_[pid].self_pid}, {"signal", 0}, {"detail", a.detail}});
+                   {"pid", workers_[started].self_pid}, {"signal", 0}, {"detail", a.detail}});
         continue;
       }
+      pid_t pid = pid_of(a.job, a.rank);
+      if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
       char st = 0;
       if (!proc_state(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
       Worker& w = workers_[pid];
