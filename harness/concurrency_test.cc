@@ -4,6 +4,7 @@
 // and does not grow a target the run does not fill. LoadProbe is measured for
 // real: it wakes, and it reports a sane window.
 #include "concurrency.h"
+#include "run.h"
 
 #include <gtest/gtest.h>
 
@@ -138,6 +139,23 @@ TEST(LoadProbe, MeasuresAWindow) {
   EXPECT_GE(s.cpu_pressure, 0);
   EXPECT_LE(s.cpu_pressure, 1);
   EXPECT_GE(s.wake_late_ms, 0);
+}
+
+// Native workers start in microseconds and report every op's CPU wait; an
+// external subject's interpreter start-up is invisible to the controller.
+TEST(DefaultMaxParallel, IsEightPerCoreForNativeWorkersAndOnePerCoreWithAnExternalSubject) {
+  Scenario native, streaming;
+  streaming.subject = "streaming";
+  RunOptions o;
+  EXPECT_EQ(default_max_parallel({native}, o, 2), 16);
+  EXPECT_EQ(default_max_parallel({native, streaming}, o, 2), 2);
+  o.subject = "exec:/usr/bin/python3 adapter.py";
+  EXPECT_EQ(default_max_parallel({native}, o, 2), 2);
+  o.subject = "native";
+  o.subject_explicit = true;  // --subject native wins over the scenario's own
+  EXPECT_EQ(default_max_parallel({streaming}, o, 2), 16);
+  o.max_parallel = 5;
+  EXPECT_EQ(default_max_parallel({streaming}, o, 2), 5);
 }
 
 }  // namespace

@@ -306,6 +306,16 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   return t;
 }
 
+int default_max_parallel(const std::vector<Scenario>& scenarios, const RunOptions& opt, int cores) {
+  if (opt.max_parallel > 0) return std::min(256, opt.max_parallel);
+  bool external = false;
+  for (const Scenario& s : scenarios) {
+    const std::string& subject = opt.subject_explicit || s.subject.empty() ? opt.subject : s.subject;
+    if (subject != "native") external = true;
+  }
+  return std::min(256, (external ? kTrialsPerCoreExternal : kTrialsPerCore) * std::max(1, cores));
+}
+
 RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   RunResult r;
   r.seed = opt.seed ? opt.seed : std::random_device{}() | (static_cast<std::uint64_t>(std::random_device{}()) << 32);
@@ -380,7 +390,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     AdaptiveConcurrency::Config c;
     // Trials mostly sleep: up to kTrialsPerCore per core by default (run.h),
     // as far as the load and the trials' own timing allow (concurrency.h).
-    c.max = opt.max_parallel > 0 ? std::min(256, opt.max_parallel) : std::min(256, kTrialsPerCore * cores);
+    c.max = default_max_parallel(scenarios, opt, cores);
     c.start = std::min(cores, c.max);
     adaptive.emplace(c);
     probe = std::make_unique<LoadProbe>();

@@ -29,7 +29,8 @@ struct RunOptions {
   double duration_s = 0;            // > 0: keep going round-robin until then
   // Trials at once; 0: adaptive, from the machine's load and the trials' own
   // timing (concurrency.h), between 1 and max_parallel (0: kTrialsPerCore per
-  // core). The timing checks do not count what an op waited for a CPU
+  // core; kTrialsPerCoreExternal when a trial runs an external subject). The
+  // timing checks do not count what an op waited for a CPU
   // (docs/worker-protocol.md, cpu_wait_ns), so running more trials than cores
   // does not make them report false violations.
   int parallel = 0;
@@ -66,6 +67,18 @@ struct RunOptions {
 // controller (concurrency.h) still backs off when the run queue grows or
 // trials miss their deadlines. --max-parallel lowers or raises the ceiling.
 inline constexpr int kTrialsPerCore = 8;
+// The same for a run with an external subject (exec:, e.g. the Streaming
+// adapter): its workers start an interpreter (with torch, ~1-2 s of CPU per
+// rank) before their first op, where no cpu_wait_ns can show the controller
+// the contention, and scenarios written for such subjects place jobs by their
+// start-up time. At 5 trials at once the stand-in's walk-stops-at-gap formed
+// its premise in 1 of 5 trials against 5 of 5 alone. --max-parallel raises it.
+inline constexpr int kTrialsPerCoreExternal = 1;
+
+// The adaptive concurrency's ceiling: --max-parallel, else kTrialsPerCore per
+// core, or kTrialsPerCoreExternal when any trial runs a subject other than
+// the native worker.
+int default_max_parallel(const std::vector<Scenario>& scenarios, const RunOptions& opt, int cores);
 
 // A --duration soak: trials go on round-robin until the time is up.
 inline bool by_duration(const RunOptions& o) { return o.duration_s > 0 && !o.only_trial; }
