@@ -306,12 +306,14 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   return t;
 }
 
+// A trial runs the run's subject when --subject was given or its scenario names none.
+bool runs_run_subject(const Scenario& s, const RunOptions& opt) { return opt.subject_explicit || s.subject.empty(); }
+
 int default_max_parallel(const std::vector<Scenario>& scenarios, const RunOptions& opt, int cores) {
   if (opt.max_parallel > 0) return std::min(256, opt.max_parallel);
   bool external = false;
   for (const Scenario& s : scenarios) {
-    const std::string& subject = opt.subject_explicit || s.subject.empty() ? opt.subject : s.subject;
-    if (subject != "native") external = true;
+    if ((runs_run_subject(s, opt) ? opt.subject : s.subject) != "native") external = true;
   }
   return std::min(256, (external ? kTrialsPerCoreExternal : kTrialsPerCore) * std::max(1, cores));
 }
@@ -481,7 +483,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         queue.pop_front();
         ++started;
         TrialPlan plan = base_plan(*p.s, r.seed, p.trial);
-        plan.subject = opt.subject_explicit || p.s->subject.empty() ? opt.subject : p.s->subject;
+        plan.subject = runs_run_subject(*p.s, opt) ? opt.subject : p.s->subject;
         Rng rng(plan.seed);
         for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
@@ -505,8 +507,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.exe = opt.exe;
         cfg.trial_dir = dir;
         cfg.allow_mount_ns = opt.allow_mount_ns;
-        cfg.command = opt.subject_explicit || p.s->subject.empty() ? opt.subject_command : p.s->subject_command;
-        cfg.shm_root = opt.subject_explicit || p.s->subject.empty() ? opt.subject_root : p.s->subject_root;
+        cfg.command = runs_run_subject(*p.s, opt) ? opt.subject_command : p.s->subject_command;
+        cfg.shm_root = runs_run_subject(*p.s, opt) ? opt.subject_root : p.s->subject_root;
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
         pid_t pid = start_supervisor(plan, cfg);

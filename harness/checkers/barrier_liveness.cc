@@ -52,6 +52,14 @@ namespace {
 // Entering this close to a failure may have raced the failing rank's own deadline.
 constexpr std::int64_t kEntryMargin = 100'000'000;
 
+// Whether a stop fault aimed at any process of `job` overlaps [a, b].
+bool job_stopped_during(const History& h, int job, std::int64_t a, std::int64_t b) {
+  for (const Fault& f : h.faults) {
+    if (checks::is_stop(f) && f.job == job && f.start_t <= b && f.end_t >= a) return true;
+  }
+  return false;
+}
+
 bool is_barrier_op(const Op& op) { return op.op == "barrier" || op.op.starts_with("barrier_"); }
 
 std::int64_t round_of(const Op& op, const std::vector<const Op*>& earlier_rounds) {
@@ -250,12 +258,7 @@ CheckResult check_barrier_liveness(const History& h) {
     if (op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout && op.op == "barrier") {
       rep.reach("killed-in-barrier");
     }
-    for (const Fault& f : h.faults) {
-      if (checks::is_stop(f) && f.job == op.job && f.start_t <= op.complete_t &&
-          f.end_t >= op.invoke_t) {
-        rep.reach("barrier-participant-stopped");
-      }
-    }
+    if (job_stopped_during(h, op.job, op.invoke_t, op.complete_t)) rep.reach("barrier-participant-stopped");
 
     std::string deaths = deaths_before(h, op);
     std::string context = deaths.empty() ? "" : fmt::format(" (meanwhile {})", deaths);
@@ -346,11 +349,7 @@ CheckResult check_barrier_liveness(const History& h) {
             }
             from = std::max(from, it->second->invoke_t + it->second->cpu_wait_ns());
           }
-          bool stop = false;
-          for (const Fault& f : h.faults) {
-            if (checks::is_stop(f) && f.job == job && f.start_t <= op.complete_t && f.end_t >= from) stop = true;
-          }
-          if (!all_in || stop || op.complete_t <= from) continue;
+          if (!all_in || op.complete_t <= from || job_stopped_during(h, job, from, op.complete_t)) continue;
         } else if (entered_rounds.contains(r)) {
           continue;
         }

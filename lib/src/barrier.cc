@@ -211,25 +211,22 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
     LeaseProbe probe(ns);
     // Stale: nobody alive is seated (all dead or left), and it is not of our
     // own holding (whose dead are our peers). Start it afresh.
-    const std::uint32_t tag = claim_tag(opt.claim);
-    const bool ours = tag != 0 && load(b->claim) == tag;
-    bool any_used = false, any_live = false;
-    std::string live_other;
+    const std::uint32_t tag = claim_tag(opt.claim), theirs = load(b->claim);
+    const bool ours = tag != 0 && theirs == tag;
+    bool any_used = false;
+    std::string live;  // the first live participant, if any
     for (int i = 0; i < records::kMaxRanks; ++i) {
       const Participant& q = b->parts[i];
       const std::uint32_t st = load(q.state);
       if (st != records::kPartEmpty) any_used = true;
-      if (st == records::kPartAttached && probe.alive(q.who)) {
-        any_live = true;
-        if (live_other.empty()) live_other = who(q, i);
-      }
+      if (live.empty() && st == records::kPartAttached && probe.alive(q.who)) live = who(q, i);
     }
-    if (any_live && tag != 0 && load(b->claim) != 0 && !ours) {
+    if (!live.empty() && tag != 0 && theirs != 0 && !ours) {
       return fail(Code::kMismatch, "barrier " + impl->seg.name() + " belongs to another holding of its prefix (claim " +
-                                       std::to_string(load(b->claim)) + ", ours " + std::to_string(tag) + "), whose " +
-                                       live_other + " is alive; pid " + std::to_string(me.pid) + " does not join it");
+                                       std::to_string(theirs) + ", ours " + std::to_string(tag) + "), whose " + live +
+                                       " is alive; pid " + std::to_string(me.pid) + " does not join it");
     }
-    const bool stale = any_used && !any_live && !ours;
+    const bool stale = any_used && live.empty() && !ours;
     if (stale) {
       std::memset(b->parts, 0, sizeof b->parts);
       failpoint::crash_window("crash/barrier/attach/half-reset");

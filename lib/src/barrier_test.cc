@@ -22,6 +22,20 @@ class BarrierTest : public ShmTest {
     o.timeout = timeout;
     return o;
   }
+  // A participant of `claim` takes a seat of a 2-process barrier "b" and is
+  // SIGKILLed before anyone else attaches.
+  void attach_then_die(std::uint64_t claim) {
+    auto& dead = fork_child([&](int out) {
+      auto o = opt();
+      o.claim = claim;
+      auto b = Barrier::attach(ns, "b", 2, o);
+      report(out, b ? "in" : b.error().to_string());
+      ::raise(SIGKILL);
+      return 0;
+    });
+    ASSERT_EQ(read_line(dead), "in");
+    wait_child(dead);
+  }
   static std::string outcome(const Result<std::uint32_t>& r) {
     return r ? "ok" : std::string(code_name(r.error().code)) + ":" + r.error().message;
   }
@@ -491,16 +505,7 @@ TEST_F(BarrierTest, BarrierOfDeadParticipantsIsResetByTheNextAttach) {
 // barrier as stale and waited for a seat nobody would take until its deadline
 // ("1 never attached"). With the job's claim the dead one is a peer.
 TEST_F(BarrierTest, PeerKilledRightAfterAttachingBreaksTheOthersOfItsClaimWithinOneSecond) {
-  auto& dead = fork_child([&](int out) {
-    auto o = opt();
-    o.claim = 7;
-    auto b = Barrier::attach(ns, "b", 2, o);
-    report(out, b ? "in" : b.error().to_string());
-    ::raise(SIGKILL);
-    return 0;
-  });
-  ASSERT_EQ(read_line(dead), "in");
-  wait_child(dead);
+  attach_then_die(7);
   auto o = opt(30000ms);
   o.claim = 7;
   auto b = Barrier::attach(ns, "b", 2, o);
@@ -515,16 +520,7 @@ TEST_F(BarrierTest, PeerKilledRightAfterAttachingBreaksTheOthersOfItsClaimWithin
 }
 
 TEST_F(BarrierTest, BarrierOfDeadParticipantsOfAnotherClaimIsResetByTheNextAttach) {
-  auto& dead = fork_child([&](int out) {
-    auto o = opt();
-    o.claim = 7;
-    auto b = Barrier::attach(ns, "b", 2, o);
-    report(out, b ? "in" : b.error().to_string());
-    ::raise(SIGKILL);
-    return 0;
-  });
-  ASSERT_EQ(read_line(dead), "in");
-  wait_child(dead);
+  attach_then_die(7);
   auto o = opt();
   o.claim = 8;  // the prefix granted anew
   auto b = Barrier::attach(ns, "b", 1, o);

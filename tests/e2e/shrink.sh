@@ -8,16 +8,10 @@ S=$1 W=$2
 "$S" run scenarios/kill-holder.toml --trials 4 --seed 8 --worker-bin "$W" --out "$SCRATCH/run" >/dev/null 2>&1 || true
 # A trial of the variant's own flaw (cleanup.safety), shrunk for that: a trial may also
 # break barrier.liveness on the way (a barrier the variant's cleanup removed), less reliably.
-cleanup_safety_trial() {
-  "$PY" - "$1" <<'PYEOF'
-import glob, json, sys
-for v in sorted(glob.glob(sys.argv[1] + '/trial-*/verdict.json'), key=lambda p: int(p.split('trial-')[1].split('/')[0])):
-    if any(c['invariant'] == 'cleanup.safety' and c['verdict'] == 'invalid' for c in json.load(open(v)).get('checks', [])):
-        print(v.rsplit('/', 1)[0])
-        break
-PYEOF
+cleanup_safety_trial() {  # RUN_DIR -> the first trial dir its summary lists as breaking cleanup.safety
+  json "$1/summary.json" "next((v['trial_dir'] for v in j['violations'] if v['invariant'] == 'cleanup.safety'), '')"
 }
-trial=$(cleanup_safety_trial "$SCRATCH/run/kill-holder")
+trial=$(cleanup_safety_trial "$SCRATCH/run")
 [[ -n $trial ]] || fail "the known-bad variant produced no cleanup.safety trial to shrink"
 "$S" shrink "$trial" --invariant cleanup.safety --retries 3 --save "$SCRATCH/regress" >"$SCRATCH/shrink.txt" 2>&1 || { cat "$SCRATCH/shrink.txt"; fail "shrink failed"; }
 cat "$SCRATCH/shrink.txt"
@@ -39,7 +33,7 @@ echo "saved $(basename "$saved"); it holds against the native subject"
 # as `--subject exec:` (the scenario's own subject, the stock worker, would
 # never fail again, and shrink would give up as not reproducible).
 "$S" run scenarios/kill-holder.toml --trials 6 --seed 8 --subject "exec:$W" --out "$SCRATCH/ext" >/dev/null 2>&1 || true
-ext=$(cleanup_safety_trial "$SCRATCH/ext/kill-holder")
+ext=$(cleanup_safety_trial "$SCRATCH/ext")
 [[ -n $ext ]] || fail "the known-bad variant as an exec: subject produced no cleanup.safety trial to shrink"
 "$S" shrink "$ext" --invariant cleanup.safety --retries 3 --budget 4 >"$SCRATCH/shrink-ext.txt" 2>&1 ||
   { cat "$SCRATCH/shrink-ext.txt"; fail "shrink of an exec: subject's trial did not reproduce it (ran another subject?)"; }
