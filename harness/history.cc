@@ -95,7 +95,7 @@ std::optional<std::string> get_str(const Json& j, const char* key) {
 // absent, so one would silently mean something else ("signal":"KILL" as no
 // signal): such an event is a history error and is not used.
 std::optional<std::string> wrong_typed_field(const Json& ev) {
-  for (const char* key : {"pid", "job", "rank", "local_rank", "id", "exit_code", "signal", "count"}) {
+  for (const char* key : {"pid", "job", "rank", "local_rank", "id", "exit_code", "signal", "count", "worker", "ppid"}) {
     auto it = ev.find(key);
     if (it != ev.end() && !it->is_number_integer()) return fmt::format("'{}' must be an integer", key);
   }
@@ -204,7 +204,7 @@ std::string info_cause(const Exit* e, const History& h) {
 }
 
 using OpKey = std::tuple<int, int, int, std::int64_t>;  // job, rank, pid, id
-using FaultKey = std::tuple<std::string, int, int>;     // kind, job, rank
+using FaultKey = std::tuple<std::string, int, int, int>;  // kind, job, rank, loader worker
 
 struct Builder {
   History& h;
@@ -256,6 +256,44 @@ struct Builder {
     return true;
   }
 
+  // "worker": the loader worker an event is about (-1 when absent).
+  int loader_index(std::size_t index, std::int64_t t, const Json& ev) {
+    if (!ev.contains("worker")) return -1;
+    auto w = get_int(ev, "worker");
+    if (!w || *w < 0) {
+      error(index, t, "worker must be a non-negative integer (a loader worker's index)", ev);
+      return -1;
+    }
+    return *w;
+  }
+
+  void start(std::size_t index, std::int64_t t, const Json& ev) {
+    int job, rank, pid;
+    if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
+    Process p;
+    p.job = job, p.rank = rank, p.pid = pid, p.t = t;
+    p.worker = loader_index(index, t, ev);
+    p.role = get_str(ev, "role").value_or("");
+    if (p.role != "rank" && p.role != "loader" && p.role != "launcher") {
+      error(index, t, "start role must be rank, loader or launcher", ev);
+      return;
+    }
+    p.ppid = get_int(ev, "ppid").value_or(0);
+    h.processes.push_back(std::move(p));
+  }
+
+  void gate(std::size_t index, std::int64_t t, const Json& ev) {
+    if (get_str(ev, "phase") != "open") {
+      error(index, t, "gate phase must be open", ev);
+      return;
+    }
+    if (h.gate_t) {
+      error(index, t, "the start gate opened twice", ev);
+      return;
+    }
+    h.gate_t = t;
+  }
+
   void invoke(std::size_t index, std::int64_t t, const Json& ev) {
     int job, rank, pid;
     if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
@@ -274,6 +312,7 @@ struct Builder {
     op.job = job;
     op.rank = rank;
     op.local_rank = get_int(ev, "local_rank").value_or(-1);
+    op.worker = loader_index(index, t, ev);
     op.pid = pid;
     op.op = *op_name;
     op.id = *id;
@@ -501,7 +540,7 @@ struct Builder {
     std::string phase = get_str(ev, "phase").value_or("instant");
     auto detail_it = ev.find("detail");
     Json detail = detail_it != ev.end() && !detail_it->is_null() ? *detail_it : Json::object();
-    FaultKey key{*kind, job, rank};
+    FaultKey key{*kind, job, rank, get_int(ev, "worker").value_or(-1)};
     if (phase == "end") {
       auto open = open_faults.find(key);
       if (open == open_faults.end() || open->second.empty()) {
@@ -526,6 +565,9 @@ struct Builder {
     f.job = job;
     f.rank = rank;
     f.pid = get_int(ev, "pid").value_or(0);
+    f.worker = loader_index(index, t, ev);
+    f.launcher = get_bool(ev, "launcher");
+    f.tree = get_bool(ev, "tree");
     f.signal = get_int(ev, "signal").value_or(0);
     f.effect_t = get_i64(ev, "effect_t").value_or(0);
     f.protect = detail.is_object() && get_flag(detail, "protect").value_or(false);
@@ -549,10 +591,14 @@ struct Builder {
     e.job = *job;
     e.rank = *rank;
     e.pid = get_int(ev, "pid").value_or(0);
+    e.worker = loader_index(index, t, ev);
+    e.launcher = get_str(ev, "role") == "launcher" || (e.rank == -1 && e.job >= 0 && get_bool(ev, "launcher"));
     e.t = t;
     auto code = get_int(ev, "exit_code");
     auto sig = get_int(ev, "signal");
-    if (!code && !sig) error(index, t, "exit has neither exit_code nor signal", ev);
+    e.status_unknown = get_bool(ev, "status_unknown");
+    e.parent_gone = get_bool(ev, "parent_gone");
+    if (!code && !sig && !e.status_unknown) error(index, t, "exit has neither exit_code nor signal", ev);
     e.exit_code = code.value_or(-1);
     e.signal = sig.value_or(0);
     e.signal_sent_by_harness = get_bool(ev, "by_harness");
@@ -659,6 +705,9 @@ struct Builder {
     if (type == "trial") return trial(index, t, ev);
     if (type == "subject") return subject(index, t, ev);
     if (type == "harness-error") return harness_error(index, t, ev);
+    if (type == "start") return start(index, t, ev);
+    if (type == "ready") return;  // at the start gate: only the supervisor acts on it
+    if (type == "gate") return gate(index, t, ev);
     error(index, t, fmt::format("unknown event type \"{}\"", brief_text(type)), ev);
   }
 };
@@ -884,6 +933,8 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
 
   std::stable_sort(h.ops.begin(), h.ops.end(),
                    [](const Op& a, const Op& x) { return a.invoke_t < x.invoke_t; });
+  std::stable_sort(h.processes.begin(), h.processes.end(),
+                   [](const Process& a, const Process& x) { return a.t < x.t; });
   std::stable_sort(h.faults.begin(), h.faults.end(),
                    [](const Fault& a, const Fault& x) { return a.start_t < x.start_t; });
   return h;

@@ -55,6 +55,7 @@ struct Op {
   int job = -1;
   int rank = -1;        // global rank within the job
   int local_rank = -1;
+  int worker = -1;      // >= 0: the op ran in loader worker #worker of that rank (its own pid)
   int pid = 0;
   std::string op;
   std::int64_t id = 0;        // per-worker sequence number
@@ -99,6 +100,8 @@ struct Fault {
   std::string kind;   // "sigkill", "sigstop", "crash-point", "stale-segment", ...
   int job = -1;       // -1: not aimed at a job
   int rank = -1;
+  int worker = -1;    // >= 0: aimed at that loader worker of the rank
+  bool launcher = false;  // aimed at the job's launcher (rank -1)
   int pid = 0;
   std::int64_t start_t = 0;
   std::int64_t end_t = 0;
@@ -110,6 +113,9 @@ struct Fault {
   // The window's start said no cleanup may remove its file (a held lock):
   // kept for the whole window, whatever its end event says.
   bool protect = false;
+  // A whole-tree signal (the process group): the target's helpers, e.g. its
+  // resource tracker, got it too.
+  bool tree = false;
   Json detail;
 };
 
@@ -117,10 +123,18 @@ struct Fault {
 struct Exit {
   int job = -1;
   int rank = -1;
+  int worker = -1;           // >= 0: a loader worker of that rank
+  bool launcher = false;     // the job's launcher (rank -1)
   int pid = 0;
   std::int64_t t = 0;
   int exit_code = -1;        // >= 0 if it exited
   int signal = 0;            // > 0 if a signal killed it
+  // Its parent reaped it before the supervisor could read how it ended (a
+  // process the supervisor did not start): t is known, the status is not.
+  bool status_unknown = false;
+  // A loader worker killed because the rank that forked it died (the kernel's
+  // parent-death signal): a consequence of that death, not a crash.
+  bool parent_gone = false;
   bool signal_sent_by_harness = false;  // SIGKILL from a fault or from teardown
   bool teardown = false;     // killed because the trial ended / timed out
   std::string crash_point;   // set if it killed itself at a named crash point
@@ -131,6 +145,16 @@ struct Exit {
   // At most how much later the supervisor saw the exit (t) than it could
   // have, for waiting for a CPU itself (0: unknown).
   std::int64_t reaper_wait_ns = 0;
+};
+
+// A process that announced itself with a `start` event: a rank (role
+// "rank"), one of its loader workers ("loader"), or the supervisor's record
+// of a launcher it started ("launcher").
+struct Process {
+  int job = -1, rank = -1, worker = -1, pid = 0;
+  std::string role;
+  std::int64_t t = 0;
+  int ppid = 0;  // as the process saw its parent (0: not said)
 };
 
 // What the audit found after the trial and its cleanup step.
@@ -148,6 +172,10 @@ struct Audit {
 struct JobMeta {
   int ranks = 1;               // processes of this job on the node
   int barrier_rounds = 0;      // rounds each rank runs
+  // Loader workers per rank that enter the job's barrier in its place (0:
+  // the ranks enter it): the barrier's participants are ranks x workers.
+  int barrier_workers = 0;
+  std::int64_t teardown_ns = 0;  // job.teardown's bound, when a launcher starts the job
   std::vector<std::string> dirs;
   std::vector<bool> has_remote;
 };
@@ -184,6 +212,9 @@ struct History {
   // history (the trial unknown), not a supervisor that did not finish.
   bool malformed_trial_event = false;
   std::vector<std::string> harness_errors;  // harness-error messages, in log order
+  std::vector<Process> processes;           // `start` events, in time order
+  // When the start gate opened (aligned start); time-placed faults count from it.
+  std::optional<std::int64_t> gate_t;
   std::optional<std::string> unavailable;   // a subject event said available: false (why)
 };
 

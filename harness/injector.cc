@@ -243,6 +243,29 @@ std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rn
   return std::nullopt;
 }
 
+std::optional<std::string> pick_process(const FaultSpec& f, const Scenario& s, int job, Action* a) {
+  const JobSpec& js = s.jobs[static_cast<std::size_t>(job)];
+  std::string target;
+  if (auto e = param_string(f, "target", "rank", {"rank", "launcher"}, &target)) return e;
+  if (target == "launcher") {
+    if (!js.launcher.present()) {
+      return "'target' = \"launcher\" but job " + std::to_string(job) + " has no [job.launcher]";
+    }
+    if (f.params.contains("worker")) return std::string("'worker' and 'target' = \"launcher\" name two processes");
+    a->launcher = true;
+    a->rank = -1;
+    return std::nullopt;
+  }
+  if (!f.params.contains("worker")) return std::nullopt;
+  if (js.loader.workers <= 0) {
+    return "'worker' but job " + std::to_string(job) + " has no loader workers ([job.loader] workers)";
+  }
+  if (auto e = param_int(f, "worker", 0, 0, js.loader.workers - 1, &a->worker)) {
+    return *e + " (loader workers of job " + std::to_string(job) + ")";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> pick_distinct_targets(const FaultSpec& f, const Scenario& s, Rng& rng, int count,
                                                  std::vector<std::pair<int, int>>* out) {
   if (count < 1 || count > 256) return std::string("'count' must be in [1, 256]");

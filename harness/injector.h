@@ -89,6 +89,11 @@ std::optional<std::string> param_range(const FaultSpec& f, const std::string& ke
 std::int64_t pick_ns(Rng& rng, MsRange r);
 // Target (job, rank): from params "job"/"rank" if present, else seeded random. Returns error text.
 std::optional<std::string> pick_target(const FaultSpec& f, const Scenario& s, Rng& rng, int* job, int* rank);
+// Which process of the picked (job, rank) a signal goes to: params `worker`
+// (its loader worker #n: the job must have [job.loader] workers > n) or
+// `target = "launcher"` (the job's launcher, whose [job.launcher] must be set;
+// then *rank is -1). Leaves the action aimed at the rank itself otherwise.
+std::optional<std::string> pick_process(const FaultSpec& f, const Scenario& s, int job, Action* a);
 // `count` distinct (job, rank) targets, each picked like pick_target.
 std::optional<std::string> pick_distinct_targets(const FaultSpec& f, const Scenario& s, Rng& rng, int count,
                                                  std::vector<std::pair<int, int>>* out);

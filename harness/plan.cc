@@ -44,6 +44,12 @@ nlohmann::json to_json(const TrialPlan& p) {
     return x;
   };
   for (const auto& w : p.workers) j["workers"].push_back(worker_json(w));
+  j["launchers"] = nlohmann::json::array();
+  for (const auto& l : p.launchers) {
+    j["launchers"].push_back({{"job", l.job}, {"kind", l.kind}, {"max_restarts", l.max_restarts}, {"run_id", l.run_id},
+                              {"teardown_ms", l.teardown_ns / 1000000}});
+  }
+  j["gate_timeout_ms"] = p.gate_timeout_ns / 1000000;
   j["ghosts"] = nlohmann::json::array();
   for (const auto& g : p.ghosts) j["ghosts"].push_back({{"fault", g.fault}, {"worker", worker_json(g.worker)}});
   j["seeds"] = nlohmann::json::array();
@@ -58,6 +64,7 @@ nlohmann::json to_json(const TrialPlan& p) {
     nlohmann::json trigger = nullptr;
     if (!a.on_type.empty()) {
       trigger = {{"type", a.on_type}, {"op", a.on_op}, {"job", a.on_job}, {"rank", a.on_rank}, {"nth", a.on_nth}};
+      if (a.on_worker >= 0) trigger["worker"] = a.on_worker;
     }
     j["actions"].push_back({{"at_ms", a.at_ns / 1e6},
                             {"after_event", trigger},
@@ -67,6 +74,8 @@ nlohmann::json to_json(const TrialPlan& p) {
                             {"fault", a.fault},
                             {"phase", a.phase},
                             {"tree", a.tree},
+                            {"worker", a.worker},
+                            {"launcher", a.launcher},
                             {"detail", a.detail}});
   }
   return j;
@@ -86,6 +95,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
   p.seed = derive_seed(run_seed, s.name, static_cast<std::uint64_t>(trial));
   p.timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.trial_timeout).count();
   p.final_cleanup = s.final_cleanup;
+  p.gate_timeout_ns = std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(s.start).count(), p.timeout_ns);
   for (std::size_t j = 0; j < s.jobs.size(); ++j) {
     const JobSpec& js = s.jobs[j];
     nlohmann::json dirs = nlohmann::json::array();
@@ -103,6 +113,22 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
     // Only when asked: subjects that know one dataset per process see the ops they always did.
     if (w.datasets > 1) ops["datasets"] = w.datasets;
     if (w.barrier_liveness.count() > 0) ops["barrier_liveness_ms"] = w.barrier_liveness.count();
+    if (w.retries > 0) ops["retries"] = w.retries;
+    if (js.loader.workers > 0) {
+      ops["loader"] = {{"workers", js.loader.workers},
+                       {"start", js.loader.fork ? "fork" : "spawn"},
+                       {"barrier", js.loader.enter_barrier ? "workers" : "rank"},
+                       {"work_ms", range_json(js.loader.work)}};
+    }
+    if (js.launcher.present()) {
+      LauncherPlan lp;
+      lp.job = static_cast<int>(j);
+      lp.kind = js.launcher.kind;
+      lp.max_restarts = js.launcher.max_restarts;
+      if (!js.launcher.default_run_id) lp.run_id = "job" + std::to_string(j) + "-" + std::to_string(p.seed % 1000000007ULL);
+      lp.teardown_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(js.launcher.teardown).count();
+      p.launchers.push_back(lp);
+    }
     for (int r = 0; r < js.ranks; ++r) {
       WorkerPlan wp;
       wp.job = static_cast<int>(j);
@@ -111,7 +137,9 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
       auto& e = wp.env;
       e["SHMSTRESS_ROLE"] = "rank";
       e["SHMSTRESS_JOB"] = std::to_string(j);
-      e["SHMSTRESS_JOB_KEY"] = "job" + std::to_string(j);
+      // A launched rank keys its job as user code would (torchrun's run id),
+      // so two jobs of one launcher configuration meet as they do for users.
+      if (!js.launcher.present()) e["SHMSTRESS_JOB_KEY"] = "job" + std::to_string(j);
       e["SHMSTRESS_RANK"] = std::to_string(r);
       e["SHMSTRESS_WORLD_SIZE"] = std::to_string(js.ranks);
       e["SHMSTRESS_LOCAL_RANK"] = std::to_string(r);
@@ -133,6 +161,13 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
     }
   }
   return p;
+}
+
+const LauncherPlan* launcher_of(const TrialPlan& p, int job) {
+  for (const auto& l : p.launchers) {
+    if (l.job == job) return &l;
+  }
+  return nullptr;
 }
 
 }  // namespace harness

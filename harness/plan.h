@@ -92,10 +92,27 @@ struct Action {
   // instrument. Empty on_type: a timed action.
   std::string on_type, on_op;
   int on_job = -1, on_rank = -1, on_nth = 1;
+  int on_worker = -1;  // the trigger is an event of that rank's loader worker #n (-1: of the rank itself)
+  // Aimed at the job's launcher (its elastic agent) rather than a rank.
+  bool launcher = false;
+  // >= 0: aimed at the rank's loader worker #worker (a process it forked; the
+  // supervisor learns its pid from its `start` event).
+  int worker = -1;
   // The signal goes to the worker's whole process group (every worker leads
   // its own), i.e. its process tree: a whole-job kill as OOM, a container stop
   // or torchrun's killpg does it, CPython's resource tracker included.
   bool tree = false;
+};
+
+// A job whose ranks a real launcher starts (JobSpec::launcher): the
+// supervisor starts the launcher in their place, with each rank's settings
+// (WorkerPlan::env) in SHMSTRESS_RANK_ENV under its local rank.
+struct LauncherPlan {
+  int job = 0;
+  std::string kind = "torchrun";
+  int max_restarts = 0;
+  std::string run_id;           // --rdzv_id; empty: torchrun's default
+  std::int64_t teardown_ns = 0;  // job.teardown's bound
 };
 
 struct TrialPlan {
@@ -111,6 +128,10 @@ struct TrialPlan {
   std::vector<Action> actions;  // sorted by at_ns before the trial
   std::vector<Seed> seeds;      // created before the workers start
   std::vector<Ghost> ghosts;    // run (and their pids reused) before the workers start
+  std::vector<LauncherPlan> launchers;  // by job, for the jobs a launcher starts
+  // The start gate opens when every worker is ready, or this long after the
+  // trial start; time-placed actions count from its opening.
+  std::int64_t gate_timeout_ns = 30'000'000'000;
   std::string shm_size;         // tmpfs size for the trial's /dev/shm (ENOSPC), default 256m
   std::int64_t timeout_ns = 0;
   bool final_cleanup = true;
@@ -123,5 +144,8 @@ std::uint64_t derive_seed(std::uint64_t parent, const std::string& salt, std::ui
 
 // Builds the plan without faults (topology + workload); injectors then add to it.
 TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial);
+
+// The launcher that starts `job`'s ranks, if any.
+const LauncherPlan* launcher_of(const TrialPlan& p, int job);
 
 }  // namespace harness

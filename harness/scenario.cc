@@ -53,12 +53,16 @@ const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
     "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines",
     "job",    "fault",       "subject"};
-const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start"};
 const std::vector<std::string_view> kJobKeys = {
-    "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
+    "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload", "loader", "launcher"};
 const std::vector<std::string_view> kWorkloadKeys = {
     "acquire",      "rounds",      "round_jitter", "hold",    "release",         "segments",
-    "clean_before", "clean_after", "datasets",     "barrier_liveness"};
+    "clean_before", "clean_after", "datasets",     "barrier_liveness", "retries"};
+const std::vector<std::string_view> kLoaderKeys = {"workers", "start", "barrier", "work"};
+const std::vector<std::string_view> kLauncherKeys = {"kind", "max_restarts", "run_id", "teardown"};
+constexpr int kMaxLoaderWorkers = 8;
+constexpr int kMaxRetries = 10;
 
 int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
@@ -602,6 +606,8 @@ class Parser {
         dst = &out->liveness;
       } else if (key->str() == "release") {
         dst = &out->release;
+      } else if (key->str() == "start") {
+        dst = &out->start;
       } else {
         return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
       }
@@ -643,8 +649,69 @@ class Parser {
       } else if (k == "barrier_liveness") {
         ok = get_duration(*node, "barrier_liveness", kMinDeadline, kMaxDeadline,
                           &w->barrier_liveness);
+      } else if (k == "retries") {
+        ok = get_int(*node, "retries", 0, kMaxRetries, &w->retries);
       } else {
         ok = unknown(*key, *node, kWorkloadKeys, "in [job.workload]");
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  bool parse_loader(const toml::node& n, Loader* l) {
+    const auto* t = n.as_table();
+    if (t == nullptr) return fail(n, "'loader' must be a table ([job.loader]), got " + std::string(type_name(n)));
+    for (const auto& [key, node] : sorted(*t)) {
+      const std::string_view k = key->str();
+      bool ok = true;
+      if (k == "workers") {
+        ok = get_int(*node, "workers", 0, kMaxLoaderWorkers, &l->workers);
+      } else if (k == "start") {
+        std::string v;
+        ok = get_string(*node, "start", &v, false);
+        if (ok && v != "fork" && v != "spawn") ok = fail(*node, "'start' = \"" + v + "\" must be \"fork\" or \"spawn\"");
+        l->fork = v == "fork";
+      } else if (k == "barrier") {
+        std::string v;
+        ok = get_string(*node, "barrier", &v, false);
+        if (ok && v != "workers" && v != "rank") {
+          ok = fail(*node, "'barrier' = \"" + v + "\" must be \"workers\" (the loader workers enter it) or \"rank\"");
+        }
+        l->enter_barrier = v == "workers";
+      } else if (k == "work") {
+        ok = get_range(*node, "work", kMaxJitter, &l->work);
+      } else {
+        ok = unknown(*key, *node, kLoaderKeys, "in [job.loader]");
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  bool parse_launcher(const toml::node& n, Launcher* l) {
+    const auto* t = n.as_table();
+    if (t == nullptr) return fail(n, "'launcher' must be a table ([job.launcher]), got " + std::string(type_name(n)));
+    l->kind = "torchrun";
+    for (const auto& [key, node] : sorted(*t)) {
+      const std::string_view k = key->str();
+      bool ok = true;
+      if (k == "kind") {
+        ok = get_string(*node, "kind", &l->kind, false);
+        if (ok && l->kind != "torchrun") ok = fail(*node, "'kind' = \"" + l->kind + "\": the only launcher is \"torchrun\"");
+      } else if (k == "max_restarts") {
+        ok = get_int(*node, "max_restarts", 0, 10, &l->max_restarts);
+      } else if (k == "run_id") {
+        std::string v;
+        ok = get_string(*node, "run_id", &v, false);
+        if (ok && v != "unique" && v != "default") {
+          ok = fail(*node, "'run_id' = \"" + v + "\" must be \"unique\" (one --rdzv_id per job) or \"default\" (torchrun's own)");
+        }
+        l->default_run_id = v == "default";
+      } else if (k == "teardown") {
+        ok = get_duration(*node, "teardown", kMinDeadline, kMaxDeadline, &l->teardown);
+      } else {
+        ok = unknown(*key, *node, kLauncherKeys, "in [job.launcher]");
       }
       if (!ok) return false;
     }
@@ -681,6 +748,7 @@ class Parser {
     job.line = line_of(t);
     int count = 1;
     const toml::node* lws = nullptr;
+    const toml::node* loader = nullptr;
     for (const auto& [key, node] : sorted(t)) {
       const std::string_view k = key->str();
       bool ok = true;
@@ -699,6 +767,11 @@ class Parser {
         ok = parse_lws(*node, &job);
       } else if (k == "workload") {
         ok = parse_workload(*node, &job.workload);
+      } else if (k == "loader") {
+        loader = node;
+        ok = parse_loader(*node, &job.loader);
+      } else if (k == "launcher") {
+        ok = parse_launcher(*node, &job.launcher);
       } else {
         ok = unknown(*key, *node, kJobKeys, "in [job]");
       }
@@ -710,6 +783,15 @@ class Parser {
       return fail(*lws, "'local_world_size' = " + std::to_string(job.lws_wrong) +
                             " equals ranks; use \"set\" for a correct value, or a different "
                             "integer to inject a wrong one");
+    }
+    if (loader != nullptr && job.loader.workers > 0 && job.loader.enter_barrier &&
+        job.ranks * job.loader.workers > kMaxRanks) {
+      return fail(*loader, "ranks x loader workers = " + std::to_string(job.ranks * job.loader.workers) +
+                               " barrier participants, at most " + std::to_string(kMaxRanks));
+    }
+    if (loader != nullptr && job.loader.workers > 0 && !job.loader.fork && !job.loader.enter_barrier) {
+      return fail(*loader, "start = \"spawn\" with barrier = \"rank\": a spawned loader worker inherits "
+                           "nothing of its rank, so it would only sleep; use start = \"fork\"");
     }
     if (static_cast<int>(out->jobs.size()) + count > kMaxJobs) {
       return fail(job.line, "too many jobs: " + std::to_string(out->jobs.size() + count) +

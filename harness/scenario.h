@@ -39,6 +39,41 @@ struct Workload {
   // The barrier's own liveness-check interval (shmcoord's
   // BarrierOptions::liveness_interval); 0: the subject's default (100 ms).
   Ms barrier_liveness{0};
+  // User code with a retry loop (Streaming PR #985 wraps attaches in
+  // util.retry): an acquire or a barrier wait that fails (an error or a
+  // timeout) is invoked again, up to this many more times, as the same round.
+  int retries = 0;
+};
+
+// A rank's DataLoader workers ([job.loader]): started by the rank after its
+// acquire, as DataLoader does when iteration begins. With "fork" they inherit
+// the rank's handles (registry, barrier, segments, resource tracker); with
+// "spawn" they are fresh processes that bind to the job's objects by name.
+struct Loader {
+  int workers = 0;             // per rank; 0: no loader workers (the rank iterates itself)
+  bool fork = true;            // start = "fork" | "spawn"
+  // barrier = "workers": the loader workers enter the job's barrier, with
+  // num_procs = ranks x workers (StreamingDataset._get_work); the rank does
+  // not. barrier = "rank": the rank attaches and runs the rounds itself, and
+  // its loader workers (forked after it attached: they hold a copy of its
+  // seat) work for `work`, then exit while the rank's rounds go on.
+  bool enter_barrier = true;
+  MsRange work{};              // how long a loader worker works before it exits (barrier = "rank")
+};
+
+// A real launcher ([job.launcher]): the job's ranks are children of a real
+// torchrun elastic agent (/usr/bin/python3 -m torch.distributed.run), which
+// the supervisor starts in their place.
+struct Launcher {
+  std::string kind;            // "" (none) | "torchrun"
+  int max_restarts = 0;        // the agent re-runs the ranks this often after a rank fails
+  // run_id = "unique" (a --rdzv_id per job) | "default" (torchrun's own
+  // default, "none" for every job: TORCHELASTIC_RUN_ID collides across jobs).
+  bool default_run_id = false;
+  // job.teardown: once the launcher has exited or was killed, no process of
+  // its job outlives it by more than this.
+  Ms teardown{10000};
+  bool present() const { return !kind.empty(); }
 };
 
 enum class LwsMode { kSet, kMissing, kWrong };
@@ -51,6 +86,8 @@ struct JobSpec {
   LwsMode lws_mode = LwsMode::kSet;  // misconfiguration: missing or wrong local world size
   int lws_wrong = 0;                 // for kWrong: the value rank 0 reports (others report ranks)
   Workload workload;
+  Loader loader;
+  Launcher launcher;
   int line = 0;  // line of its [[job]] header (the same for every copy made by `count`)
 };
 
@@ -82,6 +119,9 @@ struct Scenario {
   Ms barrier_deadline{3000};
   Ms liveness{1000};  // a gone barrier participant is noticed by everyone within this (+ slack)
   Ms release{0};      // once a round is released every waiter leaves within this; 0: not judged
+  // Aligned start: the supervisor opens the trial's start gate when every
+  // worker reported `ready`, or after this long (recorded).
+  Ms start{30000};
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
   // The subject this scenario is written for: "native", a named subject

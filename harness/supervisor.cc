@@ -10,7 +10,12 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <net/if.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -153,6 +158,32 @@ bool proc_state(pid_t pid, char* state) {
   return true;
 }
 
+// The wait status of a zombie that is not our child, as its parent's
+// waitpid() would give it: /proc/<pid>/stat field 52 (exit_code). False if
+// the process is not (or no longer) a zombie.
+bool zombie_status(pid_t pid, int* wstatus) {
+  char path[64], buf[1024];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');
+  if (!p || p[1] != ' ' || p[2] != 'Z') return false;
+  // Fields after the comm: state is field 3; exit_code is field 52.
+  int field = 3;
+  for (const char* q = p + 2; *q; ++q) {
+    if (*q != ' ') continue;
+    if (++field == 52) {
+      *wstatus = std::atoi(q + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
 // The pid a process has in its own (innermost) pid namespace: the last field
 // of NSpid in /proc/<pid>/status. `pid` itself when it shares ours.
 pid_t own_pid(pid_t pid) {
@@ -199,6 +230,7 @@ void add_delivery(Json& e, const Delivery& d) {
 
 struct Worker {
   int job = -1, rank = -1;
+  bool launcher = false;             // the job's launcher (torchrun's agent), not a rank
   pid_t self_pid = 0;                // its pid as it sees it (its container's), logged in events
   const WorkerPlan* plan = nullptr;  // null for the cleanup step
   bool alive = true;
@@ -214,6 +246,21 @@ struct Container {
   pid_t init = -1;
   int pid_ns_fd = -1;
   int mnt_ns_fd = -1;
+};
+
+// A process of the trial the supervisor did not start and learns of from its
+// own `start` event: a loader worker a rank forked, or a rank a launcher
+// started. Its exit is logged like a worker's: the supervisor watches it
+// through a pidfd (exit time), reads its status from its zombie before its
+// parent reaps it, or reaps it itself once it is re-parented here.
+struct Tracked {
+  int job = -1, rank = -1, worker = -1;
+  pid_t self_pid = 0;
+  std::string role;
+  int pidfd = -1;
+  bool alive = true;
+  bool killed_by_harness = false;
+  bool teardown = false;
 };
 
 class Supervisor {
@@ -256,9 +303,19 @@ class Supervisor {
     for (const auto& w : plan_.workers) {
       if (w.container >= 0 && !containers_.contains(w.container)) make_container(w.container);
     }
+    make_gate();
     for (const auto& w : plan_.workers) {
+      if (launcher_of(plan_, w.job)) continue;  // its launcher starts it
       if (start_worker(w, w.env, "job" + std::to_string(w.job) + "-rank" + std::to_string(w.rank)) <= 0) {
         log_.emit({{"type", "harness-error"}, {"message", "spawn failed for job " + std::to_string(w.job) + " rank " + std::to_string(w.rank)}});
+        continue;
+      }
+      awaiting_.insert({w.job, w.rank});
+    }
+    for (const LauncherPlan& lp : plan_.launchers) {
+      if (start_launcher(lp) <= 0) continue;
+      for (const auto& w : plan_.workers) {
+        if (w.job == lp.job) awaiting_.insert({w.job, w.rank});
       }
     }
     main_loop();
@@ -271,6 +328,22 @@ class Supervisor {
   }
 
  private:
+  // A launcher listens on loopback ports of its own (torchrun's store): the
+  // trial gets its own network namespace, so trials running side by side
+  // never meet on a port, and brings its loopback up.
+  void own_network() {
+    if (plan_.launchers.empty() || ::unshare(CLONE_NEWNET) != 0) return;
+    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    struct ifreq ifr{};
+    std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+    if (::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+      ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+      ::ioctl(fd, SIOCSIFFLAGS, &ifr);
+    }
+    ::close(fd);
+  }
+
   void isolate() {
     lock_dir_ = trial_dir_ + "/locks";
     fs::create_directories(lock_dir_);
@@ -281,6 +354,7 @@ class Supervisor {
                 ("size=" + (plan_.shm_size.empty() ? std::string("256m") : plan_.shm_size) + ",mode=1777").c_str()) == 0) {
       isolation_ = "mount-namespace";
       root_ = cfg_.shm_root.value_or("shmstress.");
+      own_network();
       // Our own /proc, so pids in it are those of the trial's pid namespace:
       // the subject's liveness checks read /proc/<pid>/stat.
       if (pid_ns_ && ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
@@ -312,6 +386,8 @@ class Supervisor {
     const WorkerPlan* w = nullptr;
     int events_fd = -1;   // default: the history
     bool native = false;  // the native worker even when the subject is external
+    // A launcher: argv is `launcher... <the worker command> worker`.
+    std::vector<std::string> launcher;
   };
 
   pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label) {
@@ -336,6 +412,7 @@ class Supervisor {
     env["SHMSTRESS_LOCK_DIR"] = lock_dir;
     env["TMPDIR"] = lock_dir;  // subjects that put lock files in $TMPDIR stay inside the trial
     if (cfg_.allow_shared_shm) env["SHMSTRESS_ALLOW_SHARED_SHM"] = "1";  // the user said so
+    if (!gate_path_.empty()) env["SHMSTRESS_GATE"] = gate_path_;
     std::vector<std::string> kvs;
     for (const auto& [k, v] : env) kvs.push_back(k + "=" + v);
     fs::path dir = trial_dir_ + "/" + label;
@@ -344,8 +421,10 @@ class Supervisor {
     std::vector<char*> envp;
     for (auto& kv : kvs) envp.push_back(kv.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args =
-        cfg_.command.empty() || o.native ? std::vector<std::string>{cfg_.exe} : cfg_.command;
+    std::vector<std::string> args = o.launcher;
+    for (const auto& a : cfg_.command.empty() || o.native ? std::vector<std::string>{cfg_.exe} : cfg_.command) {
+      args.push_back(a);
+    }
     args.push_back("worker");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -432,6 +511,58 @@ class Supervisor {
     return pid;
   }
 
+  // A job's launcher: torchrun's elastic agent, which starts the job's ranks
+  // (`--no_python <worker command> worker`) and restarts them after a
+  // failure. Every rank finds its own settings in SHMSTRESS_RANK_ENV. The
+  // rendezvous is torchrun's static one on a port of the trial's own network;
+  // its per-rank logs go to files (Debian's torch 1.13 on Python 3.11 cannot
+  // parse its own default, "0", for --redirects and --tee).
+  pid_t start_launcher(const LauncherPlan& lp) {
+    const WorkerPlan* first = nullptr;
+    Json ranks = Json::object();
+    int n = 0;
+    for (const auto& w : plan_.workers) {
+      if (w.job != lp.job) continue;
+      if (!first) first = &w;
+      ranks[std::to_string(w.local_rank)] = w.env;
+      ++n;
+    }
+    if (!first) return -1;
+    const std::string label = "job" + std::to_string(lp.job) + "-launcher";
+    std::vector<std::string> argv = {"/usr/bin/python3", "-m", "torch.distributed.run",
+                                     "--nnodes", "1", "--nproc_per_node", std::to_string(n),
+                                     "--max_restarts", std::to_string(lp.max_restarts),
+                                     "--monitor_interval", "0.1",
+                                     "--master_addr", "127.0.0.1", "--master_port", std::to_string(29500 + lp.job),
+                                     "--redirects", "1", "--tee", "2",
+                                     "--log_dir", trial_dir_ + "/" + label + "/logs"};
+    if (!lp.run_id.empty()) argv.insert(argv.end(), {"--rdzv_id", lp.run_id});
+    argv.push_back("--no_python");
+    std::map<std::string, std::string> env = {{"SHMSTRESS_ROLE", "rank"},
+                                              {"SHMSTRESS_JOB", std::to_string(lp.job)},
+                                              {"SHMSTRESS_RANK_ENV", ranks.dump()}};
+    WorkerPlan agent = *first;  // its container, if any; no per-rank setting
+    agent.env.clear();
+    agent.uid = agent.gid = -1;
+    agent.nofile = -1;
+    agent.lock_subdir.clear();
+    agent.on_stop.reset();
+    agent.rank = -1;
+    replacements_.push_back(std::move(agent));
+    pid_t pid = spawn(env, label, {.w = &replacements_.back(), .launcher = argv});
+    if (pid <= 0) {
+      log_.emit({{"type", "harness-error"}, {"message", "cannot start the launcher of job " + std::to_string(lp.job)}});
+      return pid;
+    }
+    Worker x{lp.job, -1};
+    x.launcher = true;
+    x.self_pid = first->container >= 0 ? own_pid(pid) : pid;
+    workers_[pid] = x;
+    log_.emit({{"type", "start"}, {"role", "launcher"}, {"job", lp.job}, {"rank", -1}, {"pid", x.self_pid},
+               {"launcher", lp.kind}, {"max_restarts", lp.max_restarts}, {"teardown_ms", lp.teardown_ns / 1000000}});
+    return pid;
+  }
+
   // Creates container #id: a pid namespace (pid 1: a process that only reaps)
   // with its own mount namespace and /proc, over our /dev/shm.
   void make_container(int id) {
@@ -501,7 +632,31 @@ class Supervisor {
 
   pid_t pid_of(int job, int rank) const {
     for (const auto& [pid, w] : workers_) {
-      if (w.job == job && w.rank == rank && w.alive) return pid;
+      if (w.job == job && w.rank == rank && !w.launcher && w.alive) return pid;
+    }
+    for (const auto& [pid, t] : tracked_) {  // a rank its launcher started
+      if (t.job == job && t.rank == rank && t.worker < 0 && t.alive) return pid;
+    }
+    return -1;
+  }
+
+  pid_t self_pid_of(pid_t pid) const {
+    if (auto t = tracked_.find(pid); t != tracked_.end()) return t->second.self_pid;
+    if (auto w = workers_.find(pid); w != workers_.end()) return w->second.self_pid;
+    return pid;
+  }
+
+  // Whom an action aims at: a rank, one of its loader workers, or the job's launcher.
+  pid_t target_of(const Action& a) const {
+    if (a.launcher) {
+      for (const auto& [pid, w] : workers_) {
+        if (w.job == a.job && w.launcher && w.alive) return pid;
+      }
+      return -1;
+    }
+    if (a.worker < 0) return pid_of(a.job, a.rank);
+    for (const auto& [pid, t] : tracked_) {
+      if (t.job == a.job && t.rank == a.rank && t.worker == a.worker && t.alive) return pid;
     }
     return -1;
   }
@@ -538,6 +693,10 @@ class Supervisor {
       pid_t pid = ::waitpid(peeked, &st, WNOHANG | WUNTRACED);
       if (pid <= 0) break;
       if (pid == cleanup_pid_) cleanup_done_ = true;
+      if (auto t = tracked_.find(pid); t != tracked_.end()) {
+        if (!WIFSTOPPED(st)) tracked_gone(t->second, st);
+        continue;
+      }
       auto it = workers_.find(pid);
       if (it == workers_.end()) continue;  // a resource tracker, helper or other descendant
       Worker& w = it->second;
@@ -547,6 +706,7 @@ class Supervisor {
       }
       w.alive = false;
       Json e = {{"type", "exit"}, {"job", w.job}, {"rank", w.rank}, {"pid", w.self_pid}};
+      if (w.launcher) e["role"] = "launcher";
       if (WIFEXITED(st)) {
         e["exit_code"] = WEXITSTATUS(st);
       } else if (WIFSIGNALED(st)) {
@@ -566,15 +726,190 @@ class Supervisor {
     prev_look_wait_ = look_wait;
   }
 
+  // Sleeps until `until` (at most 50 ms) or until something happens: a child
+  // changed state (SIGCHLD, through a signalfd), a tracked process exited
+  // (its pidfd), or a line was appended to the history (inotify, while the
+  // supervisor follows it).
   void wait_chld(std::int64_t until) {
     std::int64_t left = until - mono_ns();
     if (left <= 0) return;
     left = std::min<std::int64_t>(left, 50'000'000);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
+    if (sig_fd_ < 0) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGCHLD);
+      sig_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+      if (sig_fd_ < 0) {
+        struct timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+        ::sigtimedwait(&set, nullptr, &ts);
+        return;
+      }
+    }
+    std::vector<struct pollfd> fds{{sig_fd_, POLLIN, 0}};
+    if (following() && inotify_fd_ >= 0) fds.push_back({inotify_fd_, POLLIN, 0});
+    for (const auto& [pid, t] : tracked_) {
+      if (t.alive && t.pidfd >= 0) fds.push_back({t.pidfd, POLLIN, 0});
+    }
     struct timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
-    ::sigtimedwait(&set, nullptr, &ts);
+    if (::ppoll(fds.data(), fds.size(), &ts, nullptr) <= 0) return;
+    char drain[4096];
+    while (::read(sig_fd_, drain, sizeof drain) > 0) {
+    }
+    if (inotify_fd_ >= 0) {
+      while (::read(inotify_fd_, drain, sizeof drain) > 0) {
+      }
+    }
+  }
+
+  // Whether the history must be followed as it grows: the gate is closed,
+  // an event may trigger an action, or processes of the trial announce
+  // themselves (loader workers, launched ranks).
+  bool following() const { return !gate_open_ || triggers_pending_ || tracks_processes_; }
+
+  // The start gate (docs/worker-protocol.md, aligned start): a FIFO whose
+  // only writer is ours. Workers block reading it until it is closed.
+  void make_gate() {
+    gate_path_ = trial_dir_ + "/gate";
+    ::unlink(gate_path_.c_str());
+    if (::mkfifo(gate_path_.c_str(), 0666) != 0 || ::chmod(gate_path_.c_str(), 0666) != 0) {
+      log_.emit({{"type", "harness-error"}, {"message", std::string("cannot make the start gate: ") + std::strerror(errno)}});
+      gate_path_.clear();
+      return;
+    }
+    gate_fd_ = ::open(gate_path_.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inotify_fd_ >= 0) ::inotify_add_watch(inotify_fd_, (trial_dir_ + "/history.jsonl").c_str(), IN_MODIFY);
+    for (const auto& w : plan_.workers) tracks_processes_ |= w.env.contains("SHMSTRESS_OPS") && w.env.at("SHMSTRESS_OPS").find("\"loader\"") != std::string::npos;
+    tracks_processes_ |= !plan_.launchers.empty();
+  }
+
+  // Opens the gate: every worker waiting there runs from this moment, and
+  // time-placed actions count from it.
+  void open_gate(const char* why) {
+    gate_open_ = true;
+    gate_t_ = mono_ns();
+    if (gate_fd_ >= 0) ::close(gate_fd_);
+    gate_fd_ = -1;
+    Json waiting = Json::array();
+    for (const auto& [job, rank] : awaiting_) waiting.push_back({{"job", job}, {"rank", rank}});
+    log_.emit({{"type", "gate"}, {"phase", "open"}, {"t", gate_t_}, {"by", why}, {"waiting", waiting},
+               {"after_ms", (gate_t_ - start_) / 1'000'000}});
+    for (auto& t : gate_timers_) {
+      t.at += gate_t_;
+      timers_.push_back(std::move(t));
+    }
+    gate_timers_.clear();
+  }
+
+  // A worker is at the gate (or past it) once it said anything but `start`:
+  // `ready`, or, for a subject of the first protocol, its first op.
+  void note_ready(const Json& e) {
+    const std::string type = str_of(e, "type");
+    if (gate_open_ || type == "start" || e.contains("worker") || type == "fault" || type == "exit") return;
+    awaiting_.erase({static_cast<int>(int_of(e, "job", -2)), static_cast<int>(int_of(e, "rank", -2))});
+  }
+
+  // A process that announced itself: a loader worker, or a rank its launcher started.
+  void note_process(const Json& e) {
+    if (str_of(e, "type") != "start") return;
+    const int job = static_cast<int>(int_of(e, "job", -1)), rank = static_cast<int>(int_of(e, "rank", -1));
+    const int worker = static_cast<int>(int_of(e, "worker", -1));
+    const pid_t self = static_cast<pid_t>(int_of(e, "pid", 0));
+    if (job < 0 || rank < 0 || self <= 0) return;
+    if (worker < 0 && !launcher_of(plan_, job)) return;  // a rank we started ourselves
+    const pid_t pid = resolve_pid(job, self);
+    if (pid <= 0 || workers_.contains(pid) || tracked_.contains(pid)) return;
+    Tracked t;
+    t.job = job, t.rank = rank, t.worker = worker, t.self_pid = self;
+    t.role = str_of(e, "role");
+    t.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (t.pidfd < 0) {  // already gone and reaped by its parent
+      t.alive = false;
+      log_.emit(tracked_exit_event(t, -1));
+      return;
+    }
+    tracked_[pid] = t;
+  }
+
+  // Our pid of a process of `job` that calls itself `self` (its pid in its
+  // container, if the job runs in one).
+  pid_t resolve_pid(int job, pid_t self) const {
+    int box = -1;
+    for (const auto& w : plan_.workers) {
+      if (w.job == job) box = w.container;
+    }
+    if (box < 0) return self;
+    auto it = containers_.find(box);
+    if (it == containers_.end() || it->second.init <= 0) return -1;
+    struct stat theirs{};
+    if (::stat(("/proc/" + std::to_string(it->second.init) + "/ns/pid").c_str(), &theirs) != 0) return -1;
+    for (pid_t p : proc_pids()) {
+      struct stat ns{};
+      if (own_pid(p) == self && ::stat(("/proc/" + std::to_string(p) + "/ns/pid").c_str(), &ns) == 0 &&
+          ns.st_ino == theirs.st_ino) {
+        return p;
+      }
+    }
+    return -1;
+  }
+
+  // Whether the rank that forked a loader worker is gone (dead or a zombie):
+  // its loader workers die with it (PR_SET_PDEATHSIG, or DataLoader's watchdog).
+  bool rank_gone(const Tracked& t) const {
+    if (t.worker < 0) return false;
+    for (const auto& [pid, w] : workers_) {
+      if (w.job != t.job || w.rank != t.rank || w.launcher) continue;
+      char st = 0;
+      if (w.alive && proc_state(pid, &st) && st != 'Z' && st != 'X') return false;
+    }
+    for (const auto& [pid, r] : tracked_) {
+      if (r.job != t.job || r.rank != t.rank || r.worker >= 0) continue;
+      char st = 0;
+      if (r.alive && proc_state(pid, &st) && st != 'Z' && st != 'X') return false;
+    }
+    return true;
+  }
+
+  Json tracked_exit_event(const Tracked& t, int wstatus) {
+    Json e = {{"type", "exit"}, {"job", t.job}, {"rank", t.rank}, {"pid", t.self_pid}, {"role", t.role}};
+    if (t.worker >= 0) e["worker"] = t.worker;
+    if (wstatus < 0) {
+      e["status_unknown"] = true;  // its parent reaped it before we could read it
+    } else if (WIFEXITED(wstatus)) {
+      e["exit_code"] = WEXITSTATUS(wstatus);
+    } else if (WIFSIGNALED(wstatus)) {
+      e["signal"] = WTERMSIG(wstatus);
+      e["by_harness"] = t.killed_by_harness && WTERMSIG(wstatus) == SIGKILL;
+      e["teardown"] = t.teardown;
+      if (!t.killed_by_harness && rank_gone(t)) e["parent_gone"] = true;
+    }
+    e["t"] = mono_ns();
+    return e;
+  }
+
+  void tracked_gone(Tracked& t, int wstatus) {
+    if (!t.alive) return;
+    t.alive = false;
+    if (t.pidfd >= 0) ::close(t.pidfd);
+    t.pidfd = -1;
+    log_.emit(tracked_exit_event(t, wstatus));
+  }
+
+  // Tracked processes whose pidfd says they exited: their status from the
+  // zombie, while their parent has not reaped it.
+  void poll_tracked() {
+    for (auto& [pid, t] : tracked_) {
+      if (!t.alive || t.pidfd < 0) continue;
+      struct pollfd pfd{t.pidfd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) <= 0) continue;
+      int st = -1;
+      if (!zombie_status(pid, &st)) {
+        // Reaped by its parent already, or re-parented to us: waitpid tells.
+        int ours = 0;
+        if (::waitpid(pid, &ours, WNOHANG) == pid) st = ours;
+      }
+      tracked_gone(t, st);
+    }
   }
 
   // Event-triggered actions: the history is tailed for the trigger, then the
@@ -602,13 +937,20 @@ class Supervisor {
     return out;
   }
 
-  void poll_triggers(std::vector<Trigger>& triggers) {
-    if (triggers.empty()) return;
+  // Reads what was appended to the history since the last look: readiness
+  // for the gate, processes that announce themselves, and triggers.
+  void follow_history(std::vector<Trigger>& triggers) {
+    triggers_pending_ = false;
+    for (const auto& t : triggers) triggers_pending_ |= !t.done;
+    if (!following()) return;
     for (const Json& e : tail_history()) {
+      note_ready(e);
+      note_process(e);
       for (auto& t : triggers) {
         if (t.done || t.fire_at >= 0) continue;
         const Action& a = *t.a;
         if (str_of(e, "type") != a.on_type || int_of(e, "job", -2) != a.on_job || int_of(e, "rank", -2) != a.on_rank) continue;
+        if (int_of(e, "worker", -1) != a.on_worker) continue;
         if (str_of(e, "op") != a.on_op && str_of(e, "name") != a.on_op) continue;
         if (++t.seen == a.on_nth) t.fire_at = int_of(e, "t", mono_ns()) + a.at_ns;
       }
@@ -656,14 +998,33 @@ class Supervisor {
     }
     std::size_t next = 0;
     const std::int64_t deadline = start_ + plan_.timeout_ns;
+    const std::int64_t gate_deadline = start_ + plan_.gate_timeout_ns;
+    if (gate_path_.empty()) open_gate("no-gate");
     while (true) {
       reap();
+      poll_tracked();
       run_timers();
-      if (!any_worker_alive()) return;
-      poll_triggers(triggers);
+      if (!any_worker_alive()) {
+        if (!gate_open_) open_gate("no-workers");
+        return;
+      }
+      follow_history(triggers);
       std::int64_t now = mono_ns();
+      if (!gate_open_) {
+        // Exited workers wait at no gate.
+        for (const auto& [pid, w] : workers_) {
+          if (w.alive) continue;
+          if (!w.launcher) awaiting_.erase({w.job, w.rank});
+          if (w.launcher) std::erase_if(awaiting_, [&](const auto& k) { return k.first == w.job; });
+        }
+        if (awaiting_.empty()) {
+          open_gate("all-ready");
+        } else if (now >= gate_deadline) {
+          open_gate("deadline");
+        }
+      }
       std::vector<const Action*> due;
-      while (next < timed.size() && start_ + timed[next]->at_ns <= now) due.push_back(timed[next++]);
+      while (gate_open_ && next < timed.size() && gate_t_ + timed[next]->at_ns <= now) due.push_back(timed[next++]);
       if (!due.empty()) act_all(due);
       if (now >= deadline) {
         timed_out_ = true;
@@ -671,11 +1032,14 @@ class Supervisor {
         return;
       }
       std::int64_t wake = deadline;
-      if (next < timed.size()) wake = std::min(wake, start_ + timed[next]->at_ns);
+      if (!gate_open_) wake = std::min(wake, gate_deadline);
+      if (gate_open_ && next < timed.size()) wake = std::min(wake, gate_t_ + timed[next]->at_ns);
       for (const auto& t : timers_) wake = std::min(wake, t.at);
-      bool pending = false;
-      for (const auto& t : triggers) pending |= !t.done;
-      if (pending) wake = std::min(wake, mono_ns() + 1'000'000);  // tail the history every ms
+      for (const auto& t : triggers) {
+        if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
+      }
+      // Without inotify the history is tailed every millisecond while followed.
+      if (following() && inotify_fd_ < 0) wake = std::min(wake, mono_ns() + 1'000'000);
       wait_chld(wake);
     }
   }
@@ -774,14 +1138,18 @@ class Supervisor {
                    {"pid", workers_[started].self_pid}, {"signal", 0}, {"detail", a.detail}});
         continue;
       }
-      pid_t pid = pid_of(a.job, a.rank);
+      pid_t pid = target_of(a);
       if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
       char st = 0;
       if (!proc_state(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
-      Worker& w = workers_[pid];
-      if (a.signal == SIGKILL) w.killed_by_harness = true;
-      if (a.signal == SIGSTOP) w.stopped_by_harness = true;
-      if (a.signal == SIGCONT) w.stopped_by_harness = false;
+      if (auto t = tracked_.find(pid); t != tracked_.end()) {
+        if (a.signal == SIGKILL) t->second.killed_by_harness = true;
+      } else {
+        Worker& w = workers_[pid];
+        if (a.signal == SIGKILL) w.killed_by_harness = true;
+        if (a.signal == SIGSTOP) w.stopped_by_harness = true;
+        if (a.signal == SIGCONT) w.stopped_by_harness = false;
+      }
       sent.push_back({&a, pid, send(pid, a.signal, a.tree)});
     }
     std::vector<std::pair<pid_t, int>> targets;
@@ -792,7 +1160,12 @@ class Supervisor {
     }
     std::vector<Json> trees(sent.size());
     for (std::size_t i = 0; i < sent.size(); ++i) {  // before the members die and are reaped
-      if (sent[i].a->tree && sent[i].d.ok) trees[i] = group_members(sent[i].pid);
+      if (!sent[i].a->tree || !sent[i].d.ok) continue;
+      trees[i] = group_members(sent[i].pid);
+      if (sent[i].a->signal != SIGKILL) continue;
+      for (const Json& m : trees[i]) {  // loader workers and launched ranks die of it too
+        if (auto t = tracked_.find(m.get<pid_t>()); t != tracked_.end()) t->second.killed_by_harness = true;
+      }
     }
     observe(targets, ds);
     for (std::size_t i = 0; i < sent.size(); ++i) {
@@ -800,7 +1173,9 @@ class Supervisor {
       const Delivery& d = sent[i].d;
       if (!d.ok) continue;
       Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-                {"pid", workers_[sent[i].pid].self_pid}, {"signal", a.signal}, {"detail", a.detail}};
+                {"pid", self_pid_of(sent[i].pid)}, {"signal", a.signal}, {"detail", a.detail}};
+      if (a.worker >= 0) e["worker"] = a.worker;
+      if (a.launcher) e["launcher"] = true;
       add_delivery(e, d);
       if (a.tree) {
         e["tree"] = true;
@@ -1067,7 +1442,7 @@ class Supervisor {
       seeded_.push_back({sd.fault, detail});
       if (holder > 0 && sd.release_at_ns >= 0) {
         const std::size_t index = seeded_.size() - 1;
-        timers_.push_back({start_ + sd.release_at_ns, [this, holder, index] {
+        gate_timers_.push_back({sd.release_at_ns, [this, holder, index] {
           // The window ends when the lock may first be free: before the kill
           // (a cleanup blocked on it may take it before we log).
           const std::int64_t before = mono_ns();
@@ -1161,7 +1536,16 @@ class Supervisor {
     for (auto& [pid, w] : workers_) {
       if (w.alive) ::kill(pid, SIGCONT);
     }
+    for (auto& [pid, t] : tracked_) {
+      if (t.alive) ::kill(pid, SIGCONT);
+    }
     if (!timed_out_) return;
+    for (auto& [pid, t] : tracked_) {
+      if (!t.alive) continue;
+      t.killed_by_harness = true;
+      t.teardown = true;
+      ::kill(pid, SIGKILL);
+    }
     for (auto& [pid, w] : workers_) {
       if (!w.alive) continue;
       w.killed_by_harness = true;
@@ -1174,9 +1558,11 @@ class Supervisor {
   void reap_until_workers_gone(std::int64_t until) {
     while (any_worker_alive() && mono_ns() < until) {
       reap();
+      poll_tracked();
       wait_chld(until);
     }
     reap();
+    poll_tracked();
   }
 
   void cleanup_step() {
@@ -1337,6 +1723,16 @@ class Supervisor {
   int cwd_fd_ = -1;
   int ghost_count_ = 0;
   int tail_fd_ = -1;                                   // reading history.jsonl for event triggers
+  std::map<pid_t, Tracked> tracked_;                   // processes of the trial we did not start, by our pid
+  std::string gate_path_;                              // the start gate's FIFO ("" without one)
+  int gate_fd_ = -1;                                   // its only writer, closed to open it
+  bool gate_open_ = false;
+  std::int64_t gate_t_ = 0;
+  std::set<std::pair<int, int>> awaiting_;             // (job, rank) not yet at the gate
+  std::vector<Timer> gate_timers_;                     // timers placed relative to the gate's opening
+  bool triggers_pending_ = false;
+  bool tracks_processes_ = false;                      // loader workers or launched ranks announce themselves
+  int sig_fd_ = -1, inotify_fd_ = -1;
   std::string tail_buf_;
   std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows (kind "" once closed)
   std::int64_t start_ = 0;

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,9 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -27,6 +32,8 @@
 #include <fiu-control.h>
 #include <fiu.h>
 #endif
+
+extern char** environ;
 
 namespace harness {
 namespace {
@@ -47,10 +54,13 @@ int env_int(const char* k, int def) {
 struct Ctx {
   EventLog log;
   int job = -1, rank = -1, local_rank = -1;
+  int worker = -1;  // >= 0: this process is loader worker #worker of its rank
   std::int64_t next_id = 0;
 
   Json base(const char* type) const {
-    return Json{{"type", type}, {"pid", static_cast<int>(::getpid())}, {"job", job}, {"rank", rank}, {"local_rank", local_rank}};
+    Json e{{"type", type}, {"pid", static_cast<int>(::getpid())}, {"job", job}, {"rank", rank}, {"local_rank", local_rank}};
+    if (worker >= 0) e["worker"] = worker;
+    return e;
   }
   // An op's invoke / completion with this thread's cumulative wait for a CPU
   // (docs/worker-protocol.md, cpu_wait_ns). The wait is read after t at an
@@ -185,12 +195,336 @@ bool run_clean(Ctx& c, const shmcoord::Namespace& ns) {
   return true;
 }
 
+// Settings a fault gives one rank. A launcher starts every rank with one
+// environment, so a rank it started finds its own under its LOCAL_RANK in
+// SHMSTRESS_RANK_ENV; a rank the agent restarts is a new process that never
+// met the fault, so the fault knobs apply to the first incarnation only.
+constexpr const char* kFaultKnobs[] = {"SHMCOORD_CRASH_AT",         "SHMCOORD_PAUSE_AT",         "SHMSTRESS_FIU_ENABLE",
+                                       "SHMSTRESS_START_DELAY_MS",  "SHMSTRESS_ATTACH_DELAY_MS", "SHMSTRESS_LIMIT_AT",
+                                       "SHMSTRESS_BARRIER_PROCS"};
+
+bool apply_rank_env() {
+  const std::string map = env_or("SHMSTRESS_RANK_ENV");
+  if (map.empty()) return true;
+  Json m = Json::parse(map, nullptr, false);
+  const std::string lr = env_or("LOCAL_RANK");
+  if (!m.is_object() || lr.empty() || !m.contains(lr) || !m[lr].is_object()) return false;
+  const bool restarted = env_int("TORCHELASTIC_RESTART_COUNT", 0) > 0;
+  for (const auto& [k, v] : m[lr].items()) {
+    if (!v.is_string()) continue;
+    if (restarted && std::find(std::begin(kFaultKnobs), std::end(kFaultKnobs), k) != std::end(kFaultKnobs)) continue;
+    ::setenv(k.c_str(), v.get<std::string>().c_str(), 1);
+  }
+  return true;
+}
+
+// The aligned start (docs/worker-protocol.md): `ready` once set up, then
+// block until the supervisor opens the trial's gate, a FIFO whose only writer
+// it closes: every reader sees end-of-file at once, and a reader that comes
+// after the opening sees it at once too.
+void wait_at_gate(Ctx& c) {
+  c.log.emit(c.base("ready"));
+  const std::string path = env_or("SHMSTRESS_GATE");
+  if (path.empty()) return;
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  for (char b;;) {
+    ssize_t n = ::read(fd, &b, 1);
+    if (n == 0 || (n < 0 && errno != EINTR)) break;
+  }
+  ::close(fd);
+}
+
+// A resource limit the worker puts on itself right before one operation and
+// lifts right after it (SHMSTRESS_LIMIT_AT, the `rlimit` fault): exhaustion
+// where it hurts, in the process that cleans or attaches, not only at start.
+struct LimitAt {
+  std::string when;       // "clean", "attach", "acquire"
+  std::string resource;   // "nofile" | "as"
+  std::int64_t free = 0;  // fds, or bytes of address space, left free
+};
+
+std::optional<LimitAt> limit_at() {
+  Json j = Json::parse(env_or("SHMSTRESS_LIMIT_AT", "null"), nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  LimitAt l{j.value("when", ""), j.value("resource", ""), j.value("free", std::int64_t{0})};
+  if (l.when.empty() || (l.resource != "nofile" && l.resource != "as")) return std::nullopt;
+  return l;
+}
+
+std::int64_t vm_size_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::atoll(line.c_str() + 7) * 1024;
+  }
+  return -1;
+}
+
+// Holds a lowered limit for its lifetime.
+class Limited {
+ public:
+  Limited(const std::optional<LimitAt>& l, const char* when) {
+    if (!l || l->when != when) return;
+    res_ = l->resource == "nofile" ? RLIMIT_NOFILE : RLIMIT_AS;
+    if (::getrlimit(res_, &old_) != 0) return;
+    struct rlimit lim = old_;
+    if (res_ == RLIMIT_NOFILE) {
+      // Exactly `free` more descriptors: fd numbers below the limit that are not open.
+      int used = 0, top = -1;
+      for (int fd = 0; fd < 4096; ++fd) {
+        if (::fcntl(fd, F_GETFD) >= 0) ++used, top = fd;
+      }
+      lim.rlim_cur = static_cast<rlim_t>(std::max<std::int64_t>(used + l->free, top + 1));
+    } else {
+      const std::int64_t vm = vm_size_bytes();
+      if (vm < 0) return;
+      lim.rlim_cur = static_cast<rlim_t>(vm + l->free);
+    }
+    active_ = ::setrlimit(res_, &lim) == 0;
+  }
+  ~Limited() {
+    if (active_) ::setrlimit(res_, &old_);
+  }
+  Limited(const Limited&) = delete;
+  Limited& operator=(const Limited&) = delete;
+
+ private:
+  int res_ = 0;
+  struct rlimit old_{};
+  bool active_ = false;
+};
+
+bool run_limited_clean(Ctx& c, const shmcoord::Namespace& ns, const std::optional<LimitAt>& lim) {
+  Limited l(lim, "clean");
+  return run_clean(c, ns);
+}
+
+// The SHMSTRESS_OPS of a worker, read once.
+struct Plan {
+  Json ops;
+  shmcoord::Namespace ns;
+  std::optional<LimitAt> limit;
+  int retries = 0;
+  int rounds = 0;
+  int loader_workers = 0;
+  bool loader_fork = true, loader_barrier = true;
+  Json loader_work;
+};
+
+// A forked loader worker's exit code, passed up the stack from wherever the
+// fork happened: the child ends by returning, so it destroys its copies of
+// the rank's handles as any process that ends normally does (fork semantics
+// must survive that).
+using ChildRc = std::optional<int>;
+
+// One barrier's life for one participant: attach (num_procs seats), the
+// rounds from `first`, detach. Every failed wait is retried `retries` times
+// as the same round, as user code with a retry loop does. `after_attach`
+// runs once attached (it may fork: a child's code comes back through *rc).
+bool barrier_rounds(Ctx& c, const Plan& p, std::mt19937_64& rng, int prefix, std::uint64_t claim, int num_procs,
+                    int first, ChildRc* rc = nullptr, const std::function<ChildRc()>& after_attach = {}) {
+  shmcoord::BarrierOptions bo;
+  bo.claim = claim;  // a peer killed right after attaching breaks the barrier, not a stale reset
+  bo.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_BARRIER_TIMEOUT_MS", 3000));
+  if (int every = p.ops.value("barrier_liveness_ms", 0); every > 0) bo.liveness_interval = std::chrono::milliseconds(every);
+  bool all_ok = true;
+  std::optional<shmcoord::Barrier> barrier;
+  {
+    Limited l(p.limit, "attach");
+    Op op(c, "barrier_attach", {{"num_procs", num_procs}});
+    auto b = shmcoord::Barrier::attach(p.ns, shmcoord::Namespace::prefix_suffix(prefix, "barrier"), num_procs, bo);
+    if (b) {
+      op.ok();
+      barrier.emplace(std::move(*b));
+    } else {
+      op.fail(b.error());
+      all_ok = false;
+    }
+  }
+  if (barrier && after_attach) {
+    *rc = after_attach();
+    if (*rc) return false;
+  }
+  for (int k = first; barrier && all_ok && k < p.rounds; ++k) {
+    sleep_range(rng, p.ops.value("round_jitter_ms", Json()));
+    for (int attempt = 0;; ++attempt) {
+      Json args = {{"round", k}};
+      if (attempt > 0) args["retry"] = attempt;
+      Op op(c, "barrier", std::move(args));
+      auto g = barrier->wait();
+      if (g) {
+        op.ok({{"round", *g}});
+        break;
+      }
+      op.fail(g.error());
+      if (attempt >= p.retries) {
+        all_ok = false;
+        break;
+      }
+    }
+  }
+  if (barrier) {
+    Op op(c, "barrier_detach");
+    auto d = barrier->detach();
+    if (d) {
+      op.ok();
+    } else {
+      op.fail(d.error());
+    }
+  }
+  return all_ok;
+}
+
+// What a loader worker does: enter the job's barrier (barrier = "workers"),
+// or work for a while and exit while its rank's rounds go on.
+int loader_body(Ctx& c, const Plan& p, int prefix, std::uint64_t claim) {
+  std::mt19937_64 rng(std::stoull(env_or("SHMSTRESS_SEED", "1")) ^ (0x9e3779b97f4a7c15ULL * (c.worker + 1)));
+  if (!p.loader_barrier) {
+    sleep_range(rng, p.loader_work);
+    return 0;
+  }
+  const int ranks = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
+  const int n = env_int("SHMSTRESS_BARRIER_PROCS", ranks) * p.loader_workers;
+  return barrier_rounds(c, p, rng, prefix, claim, n, 0) ? 0 : 1;
+}
+
+void announce(Ctx& c, const char* role) {
+  Json e = c.base("start");
+  e["role"] = role;
+  e["ppid"] = static_cast<int>(::getppid());
+  c.log.emit(std::move(e));
+}
+
+// A spawned loader worker (start = "spawn"): a fresh process that binds to
+// its job's objects by name, as a DataLoader worker started with "spawn"
+// re-imports the dataset and opens its shared memory by name.
+int run_spawned_loader(Ctx& c, const Plan& p) {
+  c.worker = env_int("SHMSTRESS_LOADER_WORKER", 0);
+  announce(c, "loader");
+  return loader_body(c, p, env_int("SHMSTRESS_LOADER_PREFIX", -1),
+                     std::stoull(env_or("SHMSTRESS_LOADER_CLAIM", "0")));
+}
+
+// Starts the loader workers. Returns the pids started; in a forked child,
+// returns nothing and sets *child_rc.
+std::vector<pid_t> start_loaders(Ctx& c, const Plan& p, int prefix, std::uint64_t claim, ChildRc* child_rc) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < p.loader_workers; ++i) {
+    if (p.loader_fork) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        // A loader worker does not outlive its rank (DataLoader's watchdog ends
+        // it when its parent goes; here the kernel does, at once).
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        c.worker = i;
+        c.next_id = 0;
+        announce(c, "loader");
+        *child_rc = loader_body(c, p, prefix, claim);
+        return {};
+      }
+      if (pid > 0) pids.push_back(pid);
+      continue;
+    }
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    env.push_back("SHMSTRESS_ROLE=loader");
+    env.push_back("SHMSTRESS_LOADER_WORKER=" + std::to_string(i));
+    env.push_back("SHMSTRESS_LOADER_PREFIX=" + std::to_string(prefix));
+    env.push_back("SHMSTRESS_LOADER_CLAIM=" + std::to_string(claim));
+    std::vector<char*> envp;
+    for (auto& kv : env) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    char self[] = "/proc/self/exe", arg1[] = "worker";
+    char* argv[] = {self, arg1, nullptr};
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::execve("/proc/self/exe", argv, envp.data());
+      ::_exit(127);
+    }
+    if (pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Waits for the loader workers to end, as iterating a DataLoader does, and
+// fails the rank's `iterate` op when one of them failed or died (DataLoader
+// raises then). They are not reaped: their exit status stays readable (a
+// zombie's /proc/<pid>/stat) for the supervisor, which reaps them once this
+// rank is gone (it is the trial's subreaper).
+bool wait_loaders(Op& op, int expected, const std::vector<pid_t>& pids) {
+  std::string why;
+  if (static_cast<int>(pids.size()) < expected) {
+    why = "could start only " + std::to_string(pids.size()) + " of " + std::to_string(expected) + " loader workers";
+  }
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    siginfo_t si{};
+    while (::waitid(P_PID, static_cast<id_t>(pids[i]), &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+    }
+    if (!why.empty() || (si.si_code == CLD_EXITED && si.si_status == 0)) continue;
+    why = "loader worker " + std::to_string(i) + " (pid " + std::to_string(pids[i]) + ") " +
+          (si.si_code == CLD_EXITED ? "exited " + std::to_string(si.si_status)
+                                    : "was killed by signal " + std::to_string(si.si_status));
+  }
+  if (why.empty()) {
+    op.ok();
+    return true;
+  }
+  op.fail(shmcoord::make_error(shmcoord::Code::kBroken, why));
+  return false;
+}
+
+std::optional<shmcoord::Lease> acquire(Ctx& c, const Plan& p, shmcoord::Registry& reg, const shmcoord::JobSpec& spec,
+                                       const Json& args) {
+  for (int attempt = 0;; ++attempt) {
+    Json a = args;
+    if (attempt > 0) a["retry"] = attempt;
+    Op op(c, "acquire", std::move(a));
+    auto l = [&] {
+      Limited lim(p.limit, "acquire");
+      return reg.acquire(spec);
+    }();
+    if (l) {
+      // What exists under the prefix as it is granted: checkers use it to see
+      // that a dead job's resources were gone before the prefix was reused.
+      Json present = Json::array();
+      std::string stem = p.ns.root + shmcoord::Namespace::prefix_suffix(l->prefix, "");
+      std::error_code ec;
+      for (const auto& dir : {std::filesystem::path(shmcoord::kShmDir), p.ns.lock_dir}) {
+        for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+          std::string n = it->path().filename().string();
+          if (n.rfind(stem, 0) != 0) continue;
+          std::string shown = dir == p.ns.lock_dir ? it->path().string() : "/" + n;
+          struct stat st;
+          if (::stat(it->path().c_str(), &st) == 0) {
+            present.push_back(identity(shown, st));
+          } else {
+            present.push_back(shown);
+          }
+        }
+      }
+      op.ok({{"prefix", l->prefix}, {"present", present}});
+      if (int n = count_fds(); n >= 0) {
+        Json f = c.base("fds");
+        f["count"] = n;
+        c.log.emit(std::move(f));
+      }
+      return *l;
+    }
+    op.fail(l.error());
+    if (attempt >= p.retries) return std::nullopt;
+  }
+}
+
 int run() {
   Ctx c;
   c.log = EventLog::adopt(env_int("SHMSTRESS_EVENTS_FD", -1));
   if (!c.log.ok()) c.log = EventLog(env_or("SHMSTRESS_EVENTS", "/dev/null"));
   if (!c.log.ok()) return 2;
   g_ctx = &c;
+  if (!apply_rank_env()) return 2;
   c.job = env_int("SHMSTRESS_JOB", -1);
   c.rank = env_int("SHMSTRESS_RANK", -1);
   c.local_rank = env_int("SHMSTRESS_LOCAL_RANK", c.rank);
@@ -224,92 +558,80 @@ int run() {
     }
   }
 #endif
-  shmcoord::Namespace ns;
-  ns.root = env_or("SHMSTRESS_ROOT", "shmstress.");
-  ns.lock_dir = env_or("SHMSTRESS_LOCK_DIR", "/tmp");
+  Plan p;
+  p.ns.root = env_or("SHMSTRESS_ROOT", "shmstress.");
+  p.ns.lock_dir = env_or("SHMSTRESS_LOCK_DIR", "/tmp");
+  p.limit = limit_at();
   std::mt19937_64 rng(std::stoull(env_or("SHMSTRESS_SEED", "1")));
+  const std::string role = env_or("SHMSTRESS_ROLE");
 
-  if (env_or("SHMSTRESS_ROLE") == "cleanup") return run_clean(c, ns) ? 0 : 1;
+  if (role == "cleanup") return run_limited_clean(c, p.ns, p.limit) ? 0 : 1;
 
-  Json ops = Json::parse(env_or("SHMSTRESS_OPS", "{}"), nullptr, false);
+  p.ops = Json::parse(env_or("SHMSTRESS_OPS", "{}"), nullptr, false);
   Json dirs = Json::parse(env_or("SHMSTRESS_DIRS", "[]"), nullptr, false);
-  if (ops.is_discarded() || dirs.is_discarded()) return 2;
-  auto tracker = shmcoord::ResourceTracker::start(ns);  // as a careful user would
+  if (!p.ops.is_object() || !dirs.is_array()) return 2;
+  p.retries = p.ops.value("retries", 0);
+  p.rounds = p.ops.value("rounds", 0);
+  if (const Json& l = p.ops.value("loader", Json::object()); l.is_object()) {
+    p.loader_workers = l.value("workers", 0);
+    p.loader_fork = l.value("start", std::string("fork")) == "fork";
+    p.loader_barrier = l.value("barrier", std::string("workers")) == "workers";
+    p.loader_work = l.value("work_ms", Json());
+  }
+  if (role == "loader") return run_spawned_loader(c, p);
 
-  sleep_range(rng, ops.value("start_jitter_ms", Json()));
+  announce(c, "rank");
+  auto tracker = shmcoord::ResourceTracker::start(p.ns);  // as a careful user would
+  wait_at_gate(c);
+
+  sleep_range(rng, p.ops.value("start_jitter_ms", Json()));
   if (int late = env_int("SHMSTRESS_START_DELAY_MS", 0); late > 0) {  // a late joiner
     std::this_thread::sleep_for(std::chrono::milliseconds(late));
   }
   bool all_ok = true;
-  if (ops.value("clean_before", false)) all_ok &= run_clean(c, ns);
+  if (p.ops.value("clean_before", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
 
   // A process may hold several datasets at once (train and val under one
   // launcher: the same job key and dirs); each is acquired, given its
   // segments and released on its own. Ops of dataset d carry args.dataset = d
   // when there is more than one, so checkers pair each release with its grant.
-  const int datasets = std::max(1, ops.value("datasets", 1));
+  const int datasets = std::max(1, p.ops.value("datasets", 1));
   auto with_dataset = [&](Json args, int d) {
     if (datasets > 1) args["dataset"] = d;
     return args;
   };
   std::vector<shmcoord::Lease> leases;  // by dataset
   std::optional<shmcoord::Registry> reg;
-  for (int d = 0; all_ok && ops.value("acquire", true) && d < datasets; ++d) {
+  for (int d = 0; all_ok && p.ops.value("acquire", true) && d < datasets; ++d) {
     shmcoord::JobSpec spec;
     spec.job_key = env_or("SHMSTRESS_JOB_KEY", shmcoord::default_job_key());
     spec.local_rank = c.local_rank;
     spec.local_world_size = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
     spec.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_ACQUIRE_TIMEOUT_MS", 5000));
     for (const auto& dir : dirs) spec.dirs.push_back({dir.value("path", ""), dir.value("remote", false)});
-    Op op(c, "acquire", with_dataset({{"local_world_size", spec.local_world_size}}, d));
-    std::optional<shmcoord::Registry> opened;
+    const Json args = with_dataset({{"local_world_size", spec.local_world_size}}, d);
     if (!reg) {
-      auto r = shmcoord::Registry::open(ns, true, spec.timeout);
+      auto r = shmcoord::Registry::open(p.ns, true, spec.timeout);
       if (!r) {
+        Op op(c, "acquire", args);
         op.fail(r.error());
         all_ok = false;
         break;
       }
-      opened.emplace(std::move(*r));
+      reg.emplace(std::move(*r));
     }
-    auto l = (reg ? *reg : *opened).acquire(spec);
+    auto l = acquire(c, p, *reg, spec, args);
     if (l) {
-      // What exists under the prefix as it is granted: checkers use it to see
-      // that a dead job's resources were gone before the prefix was reused.
-      Json present = Json::array();
-      std::string stem = ns.root + shmcoord::Namespace::prefix_suffix(l->prefix, "");
-      std::error_code ec;
-      for (const auto& dir : {std::filesystem::path(shmcoord::kShmDir), ns.lock_dir}) {
-        for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-          std::string n = it->path().filename().string();
-          if (n.rfind(stem, 0) != 0) continue;
-          std::string shown = dir == ns.lock_dir ? it->path().string() : "/" + n;
-          struct stat st;
-          if (::stat(it->path().c_str(), &st) == 0) {
-            present.push_back(identity(shown, st));
-          } else {
-            present.push_back(shown);
-          }
-        }
-      }
-      op.ok({{"prefix", l->prefix}, {"present", present}});
       leases.push_back(*l);
-      if (opened) reg.emplace(std::move(*opened));
-      if (int n = count_fds(); n >= 0) {
-        Json f = c.base("fds");
-        f["count"] = n;
-        c.log.emit(std::move(f));
-      }
     } else {
-      op.fail(l.error());
       all_ok = false;
     }
   }
 
   std::vector<std::vector<Created>> created(leases.size());  // by dataset
   for (std::size_t d = 0; c.local_rank == 0 && d < leases.size(); ++d) {
-    for (const auto& kind : ops.value("segments", Json::array())) {
-      std::string name = ns.shm_name(shmcoord::Namespace::prefix_suffix(leases[d].prefix, kind.get<std::string>()));
+    for (const auto& kind : p.ops.value("segments", Json::array())) {
+      std::string name = p.ns.shm_name(shmcoord::Namespace::prefix_suffix(leases[d].prefix, kind.get<std::string>()));
       Op op(c, "segment", with_dataset({{"name", name}}, static_cast<int>(d)));
       int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
       struct stat st;
@@ -324,50 +646,35 @@ int run() {
     }
   }
 
-  int rounds = ops.value("rounds", 0);
-  if (!leases.empty() && all_ok && rounds > 0) {
+  if (!leases.empty() && all_ok && (p.rounds > 0 || p.loader_workers > 0)) {
     if (int late = env_int("SHMSTRESS_ATTACH_DELAY_MS", 0); late > 0) {  // a late barrier joiner
       std::this_thread::sleep_for(std::chrono::milliseconds(late));
     }
-    shmcoord::BarrierOptions bo;
-    bo.claim = leases[0].serial;  // a peer killed right after attaching breaks the barrier, not a stale reset
-    bo.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_BARRIER_TIMEOUT_MS", 3000));
-    if (int every = ops.value("barrier_liveness_ms", 0); every > 0)
-      bo.liveness_interval = std::chrono::milliseconds(every);
-    // Misconfiguration: a rank may be told a different process count.
-    int n = env_int("SHMSTRESS_BARRIER_PROCS", env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0));
-    std::optional<shmcoord::Barrier> barrier;
-    {
-      Op op(c, "barrier_attach", {{"num_procs", n}});
-      auto b = shmcoord::Barrier::attach(ns, shmcoord::Namespace::prefix_suffix(leases[0].prefix, "barrier"), n, bo);
-      if (b) {
-        op.ok();
-        barrier.emplace(std::move(*b));
-      } else {
-        op.fail(b.error());
-        all_ok = false;
-      }
-    }
-    // A replacement for a participant that died in round r starts at r + 1.
-    for (int k = env_int("SHMSTRESS_FIRST_ROUND", 0); barrier && all_ok && k < rounds; ++k) {
-      sleep_range(rng, ops.value("round_jitter_ms", Json()));
-      Op op(c, "barrier", {{"round", k}});
-      auto g = barrier->wait();
-      if (g) {
-        op.ok({{"round", *g}});
-      } else {
-        op.fail(g.error());
-        all_ok = false;
-      }
-    }
-    if (barrier) {
-      Op op(c, "barrier_detach");
-      auto d = barrier->detach();
-      if (d) {
-        op.ok();
-      } else {
-        op.fail(d.error());
-      }
+    const int ranks = env_int("SHMSTRESS_BARRIER_PROCS", env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0));
+    const shmcoord::Lease& first = leases[0];
+    if (p.loader_workers == 0) {
+      // A replacement for a participant that died in round r starts at r + 1.
+      all_ok &= barrier_rounds(c, p, rng, first.prefix, first.serial, ranks, env_int("SHMSTRESS_FIRST_ROUND", 0));
+    } else if (p.loader_barrier) {
+      // Iteration begins: the loader workers enter the barrier, the rank waits for them.
+      Op op(c, "iterate", {{"workers", p.loader_workers}});
+      ChildRc child_rc;
+      auto pids = start_loaders(c, p, first.prefix, first.serial, &child_rc);
+      if (child_rc) return *child_rc;
+      all_ok &= wait_loaders(op, p.loader_workers, pids);
+    } else {
+      // The rank runs its rounds; loader workers forked meanwhile hold a copy
+      // of its seat and end while the rounds go on.
+      ChildRc child_rc;
+      std::vector<pid_t> pids;
+      all_ok &= barrier_rounds(c, p, rng, first.prefix, first.serial, ranks, 0, &child_rc, [&] {
+        ChildRc rc;
+        pids = start_loaders(c, p, first.prefix, first.serial, &rc);
+        return rc;
+      });
+      if (child_rc) return *child_rc;
+      Op op(c, "iterate", {{"workers", p.loader_workers}});
+      all_ok &= wait_loaders(op, p.loader_workers, pids);
     }
   }
 
@@ -375,9 +682,9 @@ int run() {
   // the first one outlives the others by that much.
   for (int d = static_cast<int>(leases.size()) - 1; d >= 0; --d) {
     const Json ds = datasets > 1 ? Json(d) : Json();
-    sleep_range(rng, ops.value("hold_ms", Json()));
+    sleep_range(rng, p.ops.value("hold_ms", Json()));
     bool released = false;
-    if (ops.value("release", true)) {
+    if (p.ops.value("release", true)) {
       witness(c, created[d], "release", ds);
       Op op(c, "release", with_dataset({{"prefix", leases[d].prefix}}, d));
       auto r = reg->release(leases[d]);
@@ -391,7 +698,7 @@ int run() {
     }
     if (!released) witness(c, created[d], "end", ds);  // still holding as the workload ends
   }
-  if (ops.value("clean_after", false)) all_ok &= run_clean(c, ns);
+  if (p.ops.value("clean_after", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
   return all_ok ? 0 : 1;
 }
 

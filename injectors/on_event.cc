@@ -8,6 +8,9 @@
 // only: SIGCONT after it, default 200ms); tree = true (kill only) to kill the
 // target's whole process tree (its process group, e.g. with CPython's resource
 // tracker) as an OOM kill, a container stop or torchrun's killpg does.
+// worker = n: the event is one of that rank's loader worker #n, which is also
+// the target unless target_rank is given; target = "launcher": the signal
+// goes to the job's launcher; signal = "term" sends SIGTERM.
 #include <csignal>
 
 #include "injector.h"
@@ -16,7 +19,10 @@ namespace harness {
 namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
-  if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration", "tree"})) return e;
+  if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration", "tree",
+                             "worker", "target"})) {
+    return e;
+  }
   std::string after;
   if (auto e = param_string(f, "after", "", {}, &after)) return e;
   auto colon = after.find(':');
@@ -33,7 +39,7 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   int nth = 1;
   if (auto e = param_int(f, "nth", 1, 1, 1000000, &nth)) return e;
   std::string sig;
-  if (auto e = param_string(f, "signal", "kill", {"kill", "stop"}, &sig)) return e;
+  if (auto e = param_string(f, "signal", "kill", {"kill", "stop", "term"}, &sig)) return e;
   bool tree = false;
   if (auto e = param_bool(f, "tree", false, &tree)) return e;
   if (tree && sig != "kill") return std::string("'tree' applies to signal = \"kill\" only");
@@ -44,10 +50,14 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   a.at_ns = pick_ns(rng, delay);
   a.job = job;
   a.rank = target;
-  a.signal = sig == "kill" ? SIGKILL : SIGSTOP;
+  a.signal = sig == "kill" ? SIGKILL : sig == "term" ? SIGTERM : SIGSTOP;
   a.fault = "signal-on-event";
-  a.phase = sig == "kill" ? "instant" : "start";
+  a.phase = sig == "stop" ? "start" : "instant";
+  if (auto e = pick_process(f, s, job, &a)) return e;
+  a.on_worker = a.worker;
+  if (f.params.contains("target_rank")) a.worker = -1;  // the event is the worker's, the signal the rank's
   a.detail = {{"after", after}, {"nth", nth}, {"of_rank", rank}};
+  if (a.on_worker >= 0) a.detail["of_worker"] = a.on_worker;
   a.tree = tree;
   if (tree) a.detail["tree"] = true;
   a.on_type = after.substr(0, colon);

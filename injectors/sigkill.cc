@@ -4,7 +4,8 @@
 // to kill each target's whole process tree (its process group: the worker and
 // every child it started, e.g. CPython's resource tracker) as an OOM kill, a
 // container stop or torchrun's killpg does, together = true to kill every
-// target at the same instant (one time drawn from `at`).
+// target at the same instant (one time drawn from `at`). worker = n kills the
+// rank's loader worker #n instead, target = "launcher" the job's launcher.
 #include <csignal>
 
 #include "injector.h"
@@ -13,7 +14,7 @@ namespace harness {
 namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
-  if (auto e = only_keys(f, {"job", "rank", "at", "count", "tree", "together"})) return e;
+  if (auto e = only_keys(f, {"job", "rank", "at", "count", "tree", "together", "worker", "target"})) return e;
   MsRange at;
   if (auto e = param_range(f, "at", MsRange{Ms(0), Ms(200)}, &at)) return e;
   int count = 1;
@@ -26,6 +27,7 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   const std::int64_t once = pick_ns(rng, at);
   for (auto [job, rank] : chosen) {
     Action a{together ? once : pick_ns(rng, at), job, rank, SIGKILL, "sigkill", "instant", {}};
+    if (auto e = pick_process(f, s, job, &a)) return e;
     a.tree = tree;
     if (tree) a.detail["tree"] = true;
     p.actions.push_back(std::move(a));

@@ -71,10 +71,12 @@ std::int64_t round_of(const Op& op, const std::vector<const Op*>& earlier_rounds
 std::string deaths_before(const History& h, const Op& op) {
   std::string out;
   for (const Exit& e : h.exits) {
-    if (e.job != op.job || e.rank == op.rank || e.t > op.complete_t ||
+    const int s = checks::seat(h, e);
+    if (e.job != op.job || e.pid == op.pid || (s >= 0 && s == checks::seat(h, op)) || e.t > op.complete_t ||
         (e.signal <= 0 && e.exit_code == 0))
       continue;
-    out += fmt::format("{}rank {} (pid {}) {} at {}", out.empty() ? "" : "; ", e.rank, e.pid,
+    out += fmt::format("{}{} (pid {}) {} at {}", out.empty() ? "" : "; ",
+                       s >= 0 ? checks::seat_name(h, e.job, s) : fmt::format("rank {}", e.rank), e.pid,
                        e.signal > 0 ? fmt::format("was killed by signal {}", e.signal)
                                     : fmt::format("exited {}", e.exit_code),
                        checks::at(h, e.t));
@@ -94,15 +96,16 @@ bool failure_explained(const History& h, const Op& op, const std::map<int, const
       return true;
     }
   }
+  const int me = checks::seat(h, op);
   for (const Exit& e : h.exits) {
-    if (e.job == op.job && !(e.rank == op.rank && (e.pid == op.pid || e.pid == 0)) &&
+    if (e.job == op.job && !(checks::seat(h, e) == me && (e.pid == op.pid || e.pid == 0)) &&
         checks::last_alive(h, e.job, e.rank, e.pid) < op.complete_t) {
       return true;  // someone was gone before this rank gave up
     }
   }
   if (checks::fault_causing_failure(h, op) != nullptr) return true;
   for (const Op& other : h.ops) {
-    if (other.job != op.job || other.rank == op.rank || other.invoke_t > op.complete_t) continue;
+    if (other.job != op.job || checks::seat(h, other) == me || other.invoke_t > op.complete_t) continue;
     if (other.op == "barrier_detach") return true;
     if (is_barrier_op(other) && other.outcome == Outcome::kFail &&
         other.complete_t < op.complete_t) {
@@ -114,21 +117,21 @@ bool failure_explained(const History& h, const Op& op, const std::map<int, const
 
 // When a participant stopped taking part: its detach, else its exit.
 struct Gone {
-  int rank = -1, pid = 0;
+  int seat = -1, rank = -1, pid = 0;
   std::int64_t t = 0;
   std::string how;
 };
 
 std::vector<Gone> gone_participants(const History& h, int job) {
   std::vector<Gone> out;
-  std::set<std::pair<int, int>> attached;
+  std::set<std::tuple<int, int, int>> attached;  // seat, rank, pid
   for (const Op& op : h.ops) {
     if (op.job == job && op.op == "barrier_attach" && op.outcome == Outcome::kOk) {
-      attached.insert({op.rank, op.pid});
+      attached.insert({checks::seat(h, op), op.rank, op.pid});
     }
   }
-  for (const auto& [rank, pid] : attached) {
-    Gone g{rank, pid, checks::kNever, ""};
+  for (const auto& [seat, rank, pid] : attached) {
+    Gone g{seat, rank, pid, checks::kNever, ""};
     for (const Op& op : h.ops) {
       if (op.job == job && op.rank == rank && op.pid == pid && op.op == "barrier_detach" &&
           op.outcome == Outcome::kOk && op.complete_t < g.t) {
@@ -161,15 +164,15 @@ void check_release_latency(const History& h, const std::map<const Op*, std::int6
   for (const auto& [key, ops] : by_round) {
     const auto& [job, r] = key;
     if (job < 0 || static_cast<std::size_t>(job) >= h.meta.jobs.size() ||
-        static_cast<int>(ops.size()) != h.meta.jobs[static_cast<std::size_t>(job)].ranks) {
-      continue;  // someone missing, or a rank twice (a replacement)
+        static_cast<int>(ops.size()) != checks::seats(h, job)) {
+      continue;  // someone missing, or a seat twice (a replacement, a retry)
     }
-    std::set<int> ranks;
+    std::set<int> ranks;  // seats
     const Op* first = nullptr;
     std::int64_t entered = checks::kNever, last = 0;
     bool all_ok = true;
     for (const Op* op : ops) {
-      ranks.insert(op->rank);
+      ranks.insert(checks::seat(h, *op));
       all_ok = all_ok && op->outcome == Outcome::kOk;
       if (first == nullptr || op->complete_t < first->complete_t) first = op;
       entered = std::min(entered, op->invoke_t);
@@ -207,25 +210,27 @@ CheckResult check_barrier_liveness(const History& h) {
   std::map<const Op*, std::int64_t> round;
   for (const Op& op : h.ops) {
     if (!is_barrier_op(op)) continue;
-    participants[op.job].insert(op.rank);
+    const int me = checks::seat(h, op);
+    participants[op.job].insert(me);
     if (op.op != "barrier") continue;
-    auto& mine = rounds_of[{op.job, op.rank, op.pid}];
+    auto& mine = rounds_of[{op.job, me, op.pid}];
     std::int64_t r = round_of(op, mine);
     mine.push_back(&op);
     round[&op] = r;
-    auto& first = entered[{op.job, r}][op.rank];
+    auto& first = entered[{op.job, r}][me];
     if (first == nullptr || op.invoke_t < first->invoke_t) first = &op;
   }
   for (std::size_t j = 0; j < h.meta.jobs.size(); ++j) {
     if (h.meta.jobs[j].barrier_rounds <= 0 || !participants.contains(static_cast<int>(j))) continue;
-    for (int r = 0; r < h.meta.jobs[j].ranks; ++r) participants[static_cast<int>(j)].insert(r);
+    for (int r = 0; r < checks::seats(h, static_cast<int>(j)); ++r) participants[static_cast<int>(j)].insert(r);
   }
 
   // A participant that died while another still had barrier work to do.
   for (const Exit& e : h.exits) {
-    if (e.signal <= 0 || !participants[e.job].contains(e.rank)) continue;
+    const int dead = checks::seat(h, e);
+    if (e.signal <= 0 || dead < 0 || !participants[e.job].contains(dead)) continue;
     for (const Op& op : h.ops) {
-      if (op.op == "barrier" && op.job == e.job && op.rank != e.rank && op.complete_t >= e.t) {
+      if (op.op == "barrier" && op.job == e.job && checks::seat(h, op) != dead && op.complete_t >= e.t) {
         rep.reach("barrier-participant-died");
         break;
       }
@@ -242,7 +247,8 @@ CheckResult check_barrier_liveness(const History& h) {
     }
     if (!attached) continue;
     for (const Op& op : h.ops) {
-      if (op.op == "barrier_attach" && op.job == e.job && op.rank != e.rank && op.invoke_t > e.t) {
+      if (op.op == "barrier_attach" && op.job == e.job && checks::seat(h, op) != checks::seat(h, e) &&
+          op.invoke_t > e.t) {
         rep.reach("barrier-attached-after-peer-death");
         break;
       }
@@ -329,7 +335,7 @@ CheckResult check_barrier_liveness(const History& h) {
         }
       }
       for (const Op& op : h.ops) {
-        if (op.op != "barrier" || op.job != job || op.rank == g.rank) continue;
+        if (op.op != "barrier" || op.job != job || checks::seat(h, op) == g.seat) continue;
         if (op.complete_t <= g.t) continue;
         if (op.outcome == Outcome::kInfo && op.info_cause == kCauseTrialTimeout) continue;  // a hang, above
         std::int64_t from = std::max(g.t, op.invoke_t);
@@ -368,10 +374,10 @@ CheckResult check_barrier_liveness(const History& h) {
                           : op.outcome == Outcome::kFail ? "failed (" + op.error_code + ")"
                                                          : "was cut off (" + op.info_cause + ")";
         rep.invalid(fmt::format(
-            "{} {} at {}, {} after rank {} (pid {}) {} at {} {} round {}{}: past "
+            "{} {} at {}, {} after {} (pid {}) {} at {} {} round {}{}: past "
             "the death-detection bound {} (liveness {} + slack {})",
-            checks::describe(h, op), how, checks::at(h, op.complete_t), checks::ms(took), g.rank,
-            g.pid, g.how, checks::at(h, g.t),
+            checks::describe(h, op), how, checks::at(h, op.complete_t), checks::ms(took),
+            checks::seat_name(h, job, g.seat), g.pid, g.how, checks::at(h, g.t),
             died_in.contains(r) ? "inside (every participant had entered)" : "without entering", r,
             checks::not_counted(stopped, op.measured_cpu_wait_ns(), /*of_it=*/false),
             checks::ms(bound), checks::ms(h.meta.liveness_ns), checks::ms(kLivenessSlackNs)));

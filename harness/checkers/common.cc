@@ -35,11 +35,41 @@ std::string at(const History& h, std::int64_t t) {
 
 std::string ms(std::int64_t ns) { return fmt::format("{:.3f}ms", static_cast<double>(ns) / 1e6); }
 
-std::string who(int job, int rank, int pid) {
+std::string who(int job, int rank, int pid, int worker) {
+  if (worker >= 0) return fmt::format("job {} rank {} worker {} (pid {})", job, rank, worker, pid);
   return fmt::format("job {} rank {} (pid {})", job, rank, pid);
 }
 
-std::string who(const Op& op) { return who(op.job, op.rank, op.pid); }
+std::string who(const Op& op) { return who(op.job, op.rank, op.pid, op.worker); }
+std::string who(const Exit& e) {
+  if (e.launcher) return fmt::format("the launcher of job {} (pid {})", e.job, e.pid);
+  return who(e.job, e.rank, e.pid, e.worker);
+}
+
+namespace {
+int seat_workers(const History& h, int job) {
+  if (job < 0 || static_cast<std::size_t>(job) >= h.meta.jobs.size()) return 0;
+  return h.meta.jobs[static_cast<std::size_t>(job)].barrier_workers;
+}
+}  // namespace
+
+int seat(const History& h, int job, int rank, int worker) {
+  const int w = seat_workers(h, job);
+  if (w <= 0) return worker < 0 ? rank : -1;
+  return worker >= 0 && worker < w && rank >= 0 ? rank * w + worker : -1;
+}
+
+int seats(const History& h, int job) {
+  if (job < 0 || static_cast<std::size_t>(job) >= h.meta.jobs.size()) return 0;
+  const JobMeta& m = h.meta.jobs[static_cast<std::size_t>(job)];
+  return m.barrier_workers > 0 ? m.ranks * m.barrier_workers : m.ranks;
+}
+
+std::string seat_name(const History& h, int job, int s) {
+  const int w = seat_workers(h, job);
+  if (w <= 0) return fmt::format("rank {}", s);
+  return fmt::format("rank {} worker {}", s / w, s % w);
+}
 
 std::int64_t dataset_of(const Op& op) { return json_int(op.args, "dataset").value_or(0); }
 

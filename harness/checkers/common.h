@@ -38,9 +38,22 @@ class Report {
 std::string at(const History& h, std::int64_t t);
 // "12.345ms": a duration.
 std::string ms(std::int64_t ns);
-// "job 0 rank 1 (pid 123)".
-std::string who(int job, int rank, int pid);
+// "job 0 rank 1 (pid 123)", "job 0 rank 1 worker 0 (pid 124)" for a loader worker.
+std::string who(int job, int rank, int pid, int worker = -1);
 std::string who(const Op& op);
+std::string who(const Exit& e);
+
+// Barrier seats. A job's barrier has a seat per rank, or, when loader workers
+// enter it in their ranks' place (JobMeta::barrier_workers = W > 0), a seat
+// per loader worker: rank * W + worker. A process without a seat (a rank whose
+// workers enter for it, a loader worker of a rank that enters itself): -1.
+int seat(const History& h, int job, int rank, int worker);
+inline int seat(const History& h, const Op& op) { return seat(h, op.job, op.rank, op.worker); }
+inline int seat(const History& h, const Exit& e) { return seat(h, e.job, e.rank, e.worker); }
+// How many seats job's barrier has.
+int seats(const History& h, int job);
+// "rank 1", or "rank 1 worker 0" for a loader worker's seat.
+std::string seat_name(const History& h, int job, int seat);
 // "acquire of job 0 rank 1 (pid 123) invoked +1.000ms".
 std::string describe(const History& h, const Op& op);
 

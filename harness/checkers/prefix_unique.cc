@@ -63,6 +63,14 @@ CheckResult check_prefix_unique(const History& h) {
   for (const Op& op : h.ops) {
     if (op.op == "acquire" && op.outcome == Outcome::kInfo && op.info_cause != kCauseTrialTimeout) {
       rep.reach("killed-during-acquire");
+      // Killed while (probably) blocked on the registry lock that its pid
+      // twin in another container held, stopped inside it.
+      for (const Fault& f : h.faults) {
+        if (f.kind == "pause-at-point" && f.job != op.job && f.pid == op.pid && f.start_t < op.invoke_t &&
+            op.complete_t < f.end_t && checks::json_string(f.detail, "point").starts_with("crash/registry/")) {
+          rep.reach("pid-twin-killed-blocked");
+        }
+      }
     }
   }
   for (const Op& a : h.ops) {  // the race the registry exists to win
@@ -186,4 +194,4 @@ SHMSTRESS_REGISTER_CHECKER(
     {"killed-during-acquire", "killed-holding-prefix", "prefix-reused",
      "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight",
      "prefix-granted-over-dead-holder", "concurrent-acquires",
-     "prefix-granted-over-seeded-leftovers", "datasets-held-at-once"});
+     "prefix-granted-over-seeded-leftovers", "datasets-held-at-once", "pid-twin-killed-blocked"});

@@ -4,7 +4,8 @@
 //
 // A worker exits 0, or 1 after reporting a failed op. Killed by a signal is
 // fine only when the harness sent it or the worker killed itself at a named
-// crash point. Exit 70 is the worker's "uncaught exception". A worker that
+// crash point, or, for a loader worker, when the rank that forked it was gone
+// (it dies with its parent). Exit 70 is the worker's "uncaught exception". A worker that
 // exited normally with an op still open lost that op. Exit 1 with no failed op
 // in the history is a failure nobody reported: unknown (it may be the worker's
 // own setup failing, whose error is only in its stderr).
@@ -31,7 +32,8 @@ CheckResult check_worker_clean_exit(const History& h) {
   checks::Report rep("worker.clean-exit");
   const std::set<int> crashes = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
   for (const Exit& e : h.exits) {
-    const std::string who = checks::who(e.job, e.rank, e.pid);
+    const std::string who = checks::who(e);
+    if (e.status_unknown) continue;  // its parent reaped it first: nothing to judge
     if (e.signal > 0) {
       if (crashes.contains(e.signal)) {
         rep.invalid(
@@ -40,6 +42,8 @@ CheckResult check_worker_clean_exit(const History& h) {
         rep.reach("killed-at-crash-point");
       } else if (e.signal_sent_by_harness) {
         rep.reach(e.teardown ? "killed-at-teardown" : "killed-by-harness");
+      } else if (e.parent_gone && e.signal == SIGKILL) {
+        rep.reach("loader-died-with-its-rank");
       } else {
         rep.invalid(fmt::format(
             "{} was killed by {} at {}, which neither the harness nor a crash point sent", who,
@@ -86,4 +90,5 @@ SHMSTRESS_REGISTER_CHECKER(
     "worker.clean-exit",
     "no worker dies of a signal nobody sent or an uncaught exception; every failure is reported",
     harness::check_worker_clean_exit,
-    {"killed-at-crash-point", "killed-by-harness", "killed-at-teardown", "worker-reported-error"});
+    {"killed-at-crash-point", "killed-by-harness", "killed-at-teardown", "worker-reported-error",
+     "loader-died-with-its-rank"});

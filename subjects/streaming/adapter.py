@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""shmstress subject adapter for MosaicML Streaming (worker protocol v1, docs/worker-protocol.md).
+"""shmstress subject adapter for MosaicML Streaming (worker protocol v2, docs/worker-protocol.md).
 
 Run by the harness as ``/usr/bin/python3 subjects/streaming/adapter.py worker`` with the trial's
 environment. It drives Streaming's public API only:
@@ -171,13 +171,20 @@ class Worker:
         self.job = env_int('SHMSTRESS_JOB', -1)
         self.rank = env_int('SHMSTRESS_RANK', -1)
         self.local_rank = env_int('SHMSTRESS_LOCAL_RANK', self.rank)
+        self.worker = -1  # >= 0: this process is that DataLoader worker of its rank
         self.next_id = 0
 
     def emit(self, type_: str, **fields) -> None:
         event = {'t': mono_ns(), 'type': type_, 'pid': os.getpid(), 'job': self.job, 'rank': self.rank,
                  'local_rank': self.local_rank}
+        if self.worker >= 0:
+            event['worker'] = self.worker
         event.update(fields)
         self.log.emit(event)
+
+    def announce(self, role: str) -> None:
+        """The process's first event (protocol v2): who it is, so the harness can follow it."""
+        self.emit('start', role=role, ppid=os.getppid())
 
 
 class GroupError(Exception):
@@ -666,6 +673,138 @@ class Rank:
         op.ok({'segments': seen})
 
 
+# Settings a fault gives one rank: a launcher starts every rank with one environment, so a rank it
+# started finds its own under its LOCAL_RANK; a rank the agent restarted never met the fault.
+FAULT_KNOBS = ('SHMCOORD_CRASH_AT', 'SHMCOORD_PAUSE_AT', 'SHMSTRESS_FIU_ENABLE', 'SHMSTRESS_START_DELAY_MS',
+               'SHMSTRESS_ATTACH_DELAY_MS', 'SHMSTRESS_LIMIT_AT', 'SHMSTRESS_BARRIER_PROCS')
+
+
+def apply_rank_env() -> bool:
+    text = os.environ.get('SHMSTRESS_RANK_ENV', '')
+    if not text:
+        return True
+    try:
+        mine = json.loads(text)[os.environ['LOCAL_RANK']]
+    except (ValueError, KeyError, TypeError):
+        return False
+    if not isinstance(mine, dict):
+        return False
+    restarted = env_int('TORCHELASTIC_RESTART_COUNT', 0) > 0
+    for key, value in mine.items():
+        if isinstance(value, str) and not (restarted and key in FAULT_KNOBS):
+            os.environ[key] = value
+    return True
+
+
+def wait_at_gate(w: Worker) -> None:
+    """Aligned start (protocol v2): ``ready`` once imported and set up, then block until the
+    supervisor opens the trial's start gate, a FIFO whose only writer it closes."""
+    w.emit('ready')
+    path = os.environ.get('SHMSTRESS_GATE', '')
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.set_blocking(fd, True)
+        while os.read(fd, 1):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class LoaderDataset:
+    """The part of ``StreamingDataset`` its DataLoader workers run: each worker enters the job's
+    SharedBarrier once per round where ``_get_work`` does, with ``num_procs`` =
+    ``World.detect().workers_per_node`` (ranks x workers). With ``fork`` the workers use the barrier
+    the rank built (inherited); with ``spawn`` the dataset is pickled and each worker binds to the
+    barrier by name, as a spawned worker's unpickled dataset does."""
+
+    def __init__(self, barrier, lock_path: str, name: str, rounds: int, ops: dict) -> None:
+        self.barrier = barrier
+        self.lock_path = lock_path
+        self.name = name
+        self.rounds = rounds
+        self.ops = ops
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state['barrier'] = None  # a spawned worker binds by name
+        return state
+
+    def __iter__(self):
+        import torch.utils.data  # pylint: disable=import-outside-toplevel
+        info = torch.utils.data.get_worker_info()
+        w = Worker(EventLog.from_env())
+        w.worker = info.id if info is not None else 0
+        w.announce('loader')
+        subject = Subject()
+        rng = random.Random(env_int('SHMSTRESS_SEED', 1) ^ (0x9e3779b97f4a7c15 * (w.worker + 1)))
+        world = subject.World.detect()
+        procs = env_int('SHMSTRESS_BARRIER_PROCS', 0)
+        num_procs = procs * (info.num_workers if info is not None else 1) if procs > 0 else world.workers_per_node
+        op = Op(w, 'barrier_attach', {'num_procs': num_procs})
+        try:
+            barrier = self.barrier if self.barrier is not None else subject.SharedBarrier(self.lock_path, self.name)
+        except Exception as exc:  # pylint: disable=broad-except
+            op.fail(exc)
+            raise
+        op.ok()
+        for k in range(self.rounds):
+            sleep_range(rng, self.ops.get('round_jitter_ms'))
+            op = Op(w, 'barrier', {'round': k})
+            try:
+                barrier(num_procs)
+            except Exception as exc:  # pylint: disable=broad-except
+                op.fail(exc)
+                raise
+            op.ok({'round': k})
+            yield k
+        Op(w, 'barrier_detach').ok()  # Streaming has nothing to detach
+
+
+def __getattr__(name: str):
+    """``LoaderIterable``: LoaderDataset as a torch IterableDataset, built on first use so that a rank
+    without loader workers never imports torch for it; a module attribute, so that a spawned worker
+    unpickles it by name."""
+    if name != 'LoaderIterable':
+        raise AttributeError(name)
+    import torch.utils.data  # pylint: disable=import-outside-toplevel
+    cls = type('LoaderIterable', (LoaderDataset, torch.utils.data.IterableDataset), {'__module__': __name__})
+    globals()['LoaderIterable'] = cls
+    return cls
+
+
+def iterate_loader(w: Worker, subject: 'Subject', group: 'Group', lock_path: str, name: str, rounds: int,
+                   ops: dict) -> bool:
+    """What a rank does with loader workers: StreamingDataset.__init__ builds the SharedBarrier and ends
+    with the job's dist.barrier(); then iteration begins: a real ``torch.utils.data.DataLoader``
+    starts ``workers`` processes (``fork`` or ``spawn``) that enter the barrier, and the rank consumes
+    what they yield. A dead or failed worker makes the DataLoader raise in the rank, as for users."""
+    loader = ops.get('loader') or {}
+    workers = int(loader.get('workers', 0) or 0)
+    start = str(loader.get('start', 'fork'))
+    op = Op(w, 'iterate', {'workers': workers, 'start': start})
+    try:
+        barrier = subject.SharedBarrier(lock_path, name)
+        group.barrier()
+        import torch.utils.data  # pylint: disable=import-outside-toplevel
+        dataset = sys.modules[__name__].LoaderIterable(barrier, lock_path, name, rounds, ops)
+        dataloader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers,
+                                                 multiprocessing_context=start)
+        for _ in dataloader:
+            pass
+    except Exception as exc:  # pylint: disable=broad-except
+        op.fail(exc)
+        return False
+    op.ok()
+    return True
+
+
 def run_cleanup_role(w: Worker, subject: Subject, group: Group) -> int:
     # The trial's cleanup step is one process, whatever the launcher's variables say.
     os.environ['WORLD_SIZE'], os.environ['RANK'], os.environ['LOCAL_RANK'] = '1', '0', '0'
@@ -684,8 +823,13 @@ def run(argv) -> int:
     if not log.ok():
         sys.stderr.write('adapter.py: no event log (SHMSTRESS_EVENTS_FD / SHMSTRESS_EVENTS)\n')
         return EXIT_BAD_ENV
+    if not apply_rank_env():
+        sys.stderr.write('adapter.py: SHMSTRESS_RANK_ENV has no settings for this LOCAL_RANK\n')
+        return EXIT_BAD_ENV
     w = Worker(log)
     role = os.environ.get('SHMSTRESS_ROLE', 'rank')
+    if role != 'cleanup':
+        w.announce('rank')
 
     ops, dirs = {}, []
     if role != 'cleanup':
@@ -729,6 +873,9 @@ def run(argv) -> int:
     # A launcher's rank forms the job's process group first thing; what the script does before it
     # builds its dataset (reading the index, ...) takes each rank its own time: the start jitter.
     group.form_or_record()
+    # Imported and set up: from here on every rank of the trial starts at one moment (the gate),
+    # as ranks forked after import and released together do (#884's reporter).
+    wait_at_gate(w)
     rng = random.Random(env_int('SHMSTRESS_SEED', 1))
     sleep_range(rng, ops.get('start_jitter_ms'))
     late = env_int('SHMSTRESS_START_DELAY_MS', 0)  # a late joiner
@@ -784,7 +931,11 @@ def run(argv) -> int:
                 op.ok({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
 
     rounds = int(ops.get('rounds', 0) or 0)
-    if held and all_ok and rounds > 0:
+    loader_workers = int((ops.get('loader') or {}).get('workers', 0) or 0)
+    if held and all_ok and rounds > 0 and loader_workers > 0:
+        lock_path = os.path.join(tempfile.gettempdir(), f'{root}{prefix:06}_barrier_filelock')
+        all_ok &= iterate_loader(w, subject, group, lock_path, f'{prefix:06}_barrier', rounds, ops)
+    elif held and all_ok and rounds > 0:
         # Streaming counts the processes of a node itself; a scenario may override the count.
         num_procs = env_int('SHMSTRESS_BARRIER_PROCS', world.workers_per_node)
         late = env_int('SHMSTRESS_ATTACH_DELAY_MS', 0)  # an injected late constructor
