@@ -282,6 +282,32 @@ struct Builder {
     h.processes.push_back(std::move(p));
   }
 
+  void teardown(std::size_t index, std::int64_t t, const Json& ev) {
+    Teardown td;
+    auto job = get_int(ev, "job"), pid = get_int(ev, "launcher_pid");
+    auto bound = get_i64(ev, "bound_ms");
+    auto members = ev.find("members");
+    if (!job || !pid || !bound || *bound < 0 || *bound > std::numeric_limits<std::int64_t>::max() / 1000000 ||
+        members == ev.end() || !members->is_array()) {
+      error(index, t, "teardown needs integer job, launcher_pid, bound_ms and a members array", ev);
+      return;
+    }
+    td.job = *job, td.launcher_pid = *pid, td.t = t, td.bound_ns = *bound * 1000000;
+    for (const Json& m : *members) {
+      auto mp = m.is_object() ? get_int(m, "pid") : std::nullopt;
+      if (!mp) {
+        error(index, t, "teardown member needs an integer pid", ev);
+        return;
+      }
+      Teardown::Member x;
+      x.pid = *mp;
+      x.role = get_str(m, "role").value_or("other");
+      x.gone_t = get_i64(m, "gone_t").value_or(0);
+      td.members.push_back(std::move(x));
+    }
+    h.teardowns.push_back(std::move(td));
+  }
+
   void gate(std::size_t index, std::int64_t t, const Json& ev) {
     if (get_str(ev, "phase") != "open") {
       error(index, t, "gate phase must be open", ev);
@@ -598,6 +624,7 @@ struct Builder {
     auto sig = get_int(ev, "signal");
     e.status_unknown = get_bool(ev, "status_unknown");
     e.parent_gone = get_bool(ev, "parent_gone");
+    e.by_launcher = get_bool(ev, "by_launcher");
     if (!code && !sig && !e.status_unknown) error(index, t, "exit has neither exit_code nor signal", ev);
     e.exit_code = code.value_or(-1);
     e.signal = sig.value_or(0);
@@ -708,6 +735,7 @@ struct Builder {
     if (type == "start") return start(index, t, ev);
     if (type == "ready") return;  // at the start gate: only the supervisor acts on it
     if (type == "gate") return gate(index, t, ev);
+    if (type == "teardown") return teardown(index, t, ev);
     error(index, t, fmt::format("unknown event type \"{}\"", brief_text(type)), ev);
   }
 };

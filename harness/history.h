@@ -135,6 +135,9 @@ struct Exit {
   // A loader worker killed because the rank that forked it died (the kernel's
   // parent-death signal): a consequence of that death, not a crash.
   bool parent_gone = false;
+  // A rank its launcher stopped (SIGTERM, then SIGKILL) to restart the job or
+  // because the launcher itself was stopped.
+  bool by_launcher = false;
   bool signal_sent_by_harness = false;  // SIGKILL from a fault or from teardown
   bool teardown = false;     // killed because the trial ended / timed out
   std::string crash_point;   // set if it killed itself at a named crash point
@@ -155,6 +158,22 @@ struct Process {
   std::string role;
   std::int64_t t = 0;
   int ppid = 0;  // as the process saw its parent (0: not said)
+};
+
+// A launcher ended (exited or was killed) at t while processes of its job
+// lived: each member and when the supervisor saw it gone (0: it outlived the
+// trial's end, until the audit killed it). job.teardown judges it.
+struct Teardown {
+  int job = -1;
+  int launcher_pid = 0;
+  std::int64_t t = 0;
+  std::int64_t bound_ns = 0;
+  struct Member {
+    int pid = 0;
+    std::string role;  // "rank", "loader", "other" (a tracker, a helper)
+    std::int64_t gone_t = 0;
+  };
+  std::vector<Member> members;
 };
 
 // What the audit found after the trial and its cleanup step.
@@ -213,6 +232,7 @@ struct History {
   bool malformed_trial_event = false;
   std::vector<std::string> harness_errors;  // harness-error messages, in log order
   std::vector<Process> processes;           // `start` events, in time order
+  std::vector<Teardown> teardowns;          // launchers that ended with their jobs' processes alive
   // When the start gate opened (aligned start); time-placed faults count from it.
   std::optional<std::int64_t> gate_t;
   std::optional<std::string> unavailable;   // a subject event said available: false (why)

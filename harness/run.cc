@@ -361,13 +361,16 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   const int shards = std::max(1, opt.shard_count), shard = opt.shard_index;
   auto enqueue_round = [&](int round_base, int per) {
     for (const auto& s : scenarios) {
-      int n = opt.trials > 0 ? opt.trials : s.default_trials;
+      // --trials N gives a costly scenario (every = k) its share, N / k, at least one.
+      int n = opt.trials > 0 ? std::max(1, (opt.trials + s.every - 1) / s.every) : s.default_trials;
       if (opt.only_trial) {
         if (round_base == 0) queue.push_back({&s, *opt.only_trial});
         continue;
       }
       if (per > 0) {  // duration mode: round r is this shard's r-th index
-        queue.push_back({&s, round_base * shards + shard});
+        // A costly scenario joins every s.every-th round: its own trial
+        // indices stay consecutive (round r runs its (r / every)-th).
+        if (round_base % s.every == 0) queue.push_back({&s, (round_base / s.every) * shards + shard});
         continue;
       }
       for (int i = shard; i < n; i += shards) queue.push_back({&s, i});

@@ -51,7 +51,7 @@ constexpr Ms kMaxDeadline = std::chrono::minutes(5);
 
 const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
-    "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines",
+    "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines", "every",
     "job",    "fault",       "subject"};
 const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start"};
 const std::vector<std::string_view> kJobKeys = {
@@ -261,6 +261,8 @@ class Parser {
         ok = parse_excuses(*node, out);
       } else if (k == "trials") {
         ok = get_int(*node, "trials", 1, kMaxTrials, &out->default_trials);
+      } else if (k == "every") {
+        ok = get_int(*node, "every", 1, 1000, &out->every);
       } else if (k == "timeout") {
         ok = get_duration(*node, "timeout", kMinTimeout, kMaxTimeout, &out->trial_timeout);
       } else if (k == "final_cleanup") {

@@ -132,6 +132,10 @@ struct Scenario {
   std::vector<std::string> subject_command;  // resolved from `subject` (empty: native)
   std::optional<std::string> subject_root;   // the subject's own shm name root, if it declares one
   int default_trials = 10;
+  // A soak (--duration) starts a trial of this scenario in every `every`-th
+  // round only: a scenario whose trials cost seconds (a real launcher imports
+  // torch) must not take the soak's throughput with it.
+  int every = 1;
   std::string raw_toml;  // the file's text, copied into each trial dir
 };
 

@@ -231,6 +231,7 @@ void add_delivery(Json& e, const Delivery& d) {
 struct Worker {
   int job = -1, rank = -1;
   bool launcher = false;             // the job's launcher (torchrun's agent), not a rank
+  int last_signal = 0;               // the last terminating signal the harness sent it
   pid_t self_pid = 0;                // its pid as it sees it (its container's), logged in events
   const WorkerPlan* plan = nullptr;  // null for the cleanup step
   bool alive = true;
@@ -260,7 +261,24 @@ struct Tracked {
   int pidfd = -1;
   bool alive = true;
   bool killed_by_harness = false;
+  int last_signal = 0;
   bool teardown = false;
+};
+
+// A launcher that ended, and the processes of its job that were alive then
+// (job.teardown): each is watched until it is gone.
+struct Teardown {
+  int job = -1;
+  pid_t launcher_self = 0;
+  std::int64_t t = 0;
+  std::int64_t bound_ns = 0;
+  struct Member {
+    pid_t pid;        // ours
+    pid_t self_pid;   // as it sees itself
+    std::string role;
+    std::int64_t gone_t = 0;  // 0: still alive
+  };
+  std::vector<Member> members;
 };
 
 class Supervisor {
@@ -623,9 +641,15 @@ class Supervisor {
     seeded_.push_back({"containers", detail});
   }
 
+  // The trial goes on while any process it follows lives: its workers, and
+  // the loader workers and launched ranks it learned of (a rank orphaned by
+  // its launcher's death still runs its workload).
   bool any_worker_alive() const {
     for (const auto& [pid, w] : workers_) {
       if (w.alive) return true;
+    }
+    for (const auto& [pid, t] : tracked_) {
+      if (t.alive) return true;
     }
     return false;
   }
@@ -638,6 +662,61 @@ class Supervisor {
       if (t.job == job && t.rank == rank && t.worker < 0 && t.alive) return pid;
     }
     return -1;
+  }
+
+  // A launcher ended: the processes of its job still alive now are watched
+  // until they are gone (job.teardown). They are its process group (ranks,
+  // their loader workers and trackers stay in it) and the job's tracked
+  // processes, whatever group they moved to.
+  void launcher_gone(pid_t pid, const Worker& w) {
+    const LauncherPlan* lp = launcher_of(plan_, w.job);
+    Teardown td;
+    td.job = w.job;
+    td.launcher_self = w.self_pid;
+    td.t = mono_ns();
+    td.bound_ns = lp ? lp->teardown_ns : 0;
+    std::set<pid_t> seen;
+    for (const Json& m : group_members(pid)) {
+      const pid_t p = m.get<pid_t>();
+      char st = 0;
+      if (p == pid || !proc_state(p, &st) || st == 'Z' || st == 'X' || !seen.insert(p).second) continue;
+      td.members.push_back({p, self_pid_of(p), "", 0});
+    }
+    for (const auto& [p, t] : tracked_) {
+      char st = 0;
+      if (t.job != w.job || !t.alive || !proc_state(p, &st) || st == 'Z' || !seen.insert(p).second) continue;
+      td.members.push_back({p, t.self_pid, "", 0});
+    }
+    for (auto& m : td.members) {
+      auto t = tracked_.find(m.pid);
+      m.role = t != tracked_.end() ? (t->second.worker >= 0 ? "loader" : t->second.role) : "other";
+    }
+    teardowns_.push_back(std::move(td));
+  }
+
+  // Marks the members of ended launchers' jobs that are gone by now.
+  void watch_teardowns() {
+    for (auto& td : teardowns_) {
+      for (auto& m : td.members) {
+        char st = 0;
+        if (m.gone_t == 0 && (!proc_state(m.pid, &st) || st == 'Z' || st == 'X')) m.gone_t = mono_ns();
+      }
+    }
+  }
+
+  void log_teardowns() {
+    watch_teardowns();
+    for (const auto& td : teardowns_) {
+      Json members = Json::array();
+      for (const auto& m : td.members) {
+        Json x = {{"pid", m.self_pid}, {"role", m.role}};
+        if (m.gone_t) x["gone_t"] = m.gone_t;
+        members.push_back(std::move(x));
+      }
+      log_.emit({{"type", "teardown"}, {"job", td.job}, {"launcher_pid", td.launcher_self}, {"t", td.t},
+                 {"bound_ms", td.bound_ns / 1000000}, {"members", members}});
+    }
+    teardowns_.clear();
   }
 
   pid_t self_pid_of(pid_t pid) const {
@@ -711,10 +790,11 @@ class Supervisor {
         e["exit_code"] = WEXITSTATUS(st);
       } else if (WIFSIGNALED(st)) {
         e["signal"] = WTERMSIG(st);
-        e["by_harness"] = w.killed_by_harness && WTERMSIG(st) == SIGKILL;
+        e["by_harness"] = w.killed_by_harness && (WTERMSIG(st) == SIGKILL || WTERMSIG(st) == w.last_signal);
         e["teardown"] = w.teardown;
       }
       if (final_wait >= 0) e["cpu_wait_ns"] = final_wait;
+      if (w.launcher) launcher_gone(pid, w);
       // The exit's t is when we saw it. The worker died after our previous
       // look began; what we waited for a CPU since then (read before t) is
       // how much later than need be we saw it, at most.
@@ -806,6 +886,8 @@ class Supervisor {
   void note_ready(const Json& e) {
     const std::string type = str_of(e, "type");
     if (gate_open_ || type == "start" || e.contains("worker") || type == "fault" || type == "exit") return;
+    // A subject of protocol 2 says so at once, and its `ready` follows.
+    if (type == "subject" && int_of(e, "protocol", 1) >= 2) return;
     awaiting_.erase({static_cast<int>(int_of(e, "job", -2)), static_cast<int>(int_of(e, "rank", -2))});
   }
 
@@ -879,9 +961,15 @@ class Supervisor {
       e["exit_code"] = WEXITSTATUS(wstatus);
     } else if (WIFSIGNALED(wstatus)) {
       e["signal"] = WTERMSIG(wstatus);
-      e["by_harness"] = t.killed_by_harness && WTERMSIG(wstatus) == SIGKILL;
+      e["by_harness"] = t.killed_by_harness && (WTERMSIG(wstatus) == SIGKILL || WTERMSIG(wstatus) == t.last_signal);
       e["teardown"] = t.teardown;
       if (!t.killed_by_harness && rank_gone(t)) e["parent_gone"] = true;
+      // A launcher stops its ranks (SIGTERM, then SIGKILL) when it restarts
+      // them or is stopped itself: its doing, not a crash.
+      if (!e["by_harness"].get<bool>() && t.worker < 0 && t.role == "rank" && launcher_of(plan_, t.job) &&
+          (WTERMSIG(wstatus) == SIGTERM || WTERMSIG(wstatus) == SIGKILL)) {
+        e["by_launcher"] = true;
+      }
     }
     e["t"] = mono_ns();
     return e;
@@ -1003,6 +1091,7 @@ class Supervisor {
     while (true) {
       reap();
       poll_tracked();
+      watch_teardowns();
       run_timers();
       if (!any_worker_alive()) {
         if (!gate_open_) open_gate("no-workers");
@@ -1142,11 +1231,12 @@ class Supervisor {
       if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
       char st = 0;
       if (!proc_state(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
+      const bool ends = a.signal == SIGKILL || a.signal == SIGTERM || a.signal == SIGINT;
       if (auto t = tracked_.find(pid); t != tracked_.end()) {
-        if (a.signal == SIGKILL) t->second.killed_by_harness = true;
+        if (ends) t->second.killed_by_harness = true, t->second.last_signal = a.signal;
       } else {
         Worker& w = workers_[pid];
-        if (a.signal == SIGKILL) w.killed_by_harness = true;
+        if (ends) w.killed_by_harness = true, w.last_signal = a.signal;
         if (a.signal == SIGSTOP) w.stopped_by_harness = true;
         if (a.signal == SIGCONT) w.stopped_by_harness = false;
       }
@@ -1619,10 +1709,12 @@ class Supervisor {
     std::int64_t until = mono_ns() + 1'000'000'000LL;
     while (mono_ns() < until) {
       reap();
+      watch_teardowns();
       if (descendants().empty()) break;
       wait_chld(mono_ns() + 20'000'000);
     }
     reap();
+    log_teardowns();  // before the audit kills whoever outlived its launcher
     Json orphans = Json::array();
     std::set<pid_t> seen;
     for (int round = 0; round < 50; ++round) {
@@ -1733,6 +1825,7 @@ class Supervisor {
   bool triggers_pending_ = false;
   bool tracks_processes_ = false;                      // loader workers or launched ranks announce themselves
   int sig_fd_ = -1, inotify_fd_ = -1;
+  std::vector<Teardown> teardowns_;                    // launchers that ended, and their jobs' survivors
   std::string tail_buf_;
   std::vector<std::pair<std::string, Json>> seeded_;  // open seed fault windows (kind "" once closed)
   std::int64_t start_ = 0;

@@ -44,6 +44,8 @@ CheckResult check_worker_clean_exit(const History& h) {
         rep.reach(e.teardown ? "killed-at-teardown" : "killed-by-harness");
       } else if (e.parent_gone && e.signal == SIGKILL) {
         rep.reach("loader-died-with-its-rank");
+      } else if (e.by_launcher) {
+        rep.reach("rank-stopped-by-launcher");
       } else {
         rep.invalid(fmt::format(
             "{} was killed by {} at {}, which neither the harness nor a crash point sent", who,
@@ -72,6 +74,12 @@ CheckResult check_worker_clean_exit(const History& h) {
                                 checks::at(h, e.t), checks::describe(h, op)));
       }
     }
+    if (e.exit_code == 1 && e.launcher) {
+      // torchrun exits 1 when a rank failed, or when it was stopped itself
+      // (SIGTERM: its SignalException): the ranks' own exits say why.
+      rep.reach("launcher-ended-with-failure");
+      continue;
+    }
     if (e.exit_code == 1) {
       rep.reach("worker-reported-error");
       if (!reported) {
@@ -91,4 +99,4 @@ SHMSTRESS_REGISTER_CHECKER(
     "no worker dies of a signal nobody sent or an uncaught exception; every failure is reported",
     harness::check_worker_clean_exit,
     {"killed-at-crash-point", "killed-by-harness", "killed-at-teardown", "worker-reported-error",
-     "loader-died-with-its-rank"});
+     "loader-died-with-its-rank", "rank-stopped-by-launcher", "launcher-ended-with-failure"});

@@ -863,7 +863,7 @@ def run(argv) -> int:
     if group.bad:
         sys.stderr.write(f'adapter.py: bad environment: {group.reason}\n')
         return EXIT_BAD_ENV
-    w.emit('subject', available=True, distributed=group.mode, reason=group.reason, name='streaming',
+    w.emit('subject', available=True, protocol=2, distributed=group.mode, reason=group.reason, name='streaming',
            version=subject.version, path=subject.path, standin=subject.standin, root=subject.root,
            variant=os.environ.get('SHMSTRESS_STANDIN_VARIANT', '') if subject.standin else '')
 

@@ -7,11 +7,22 @@ is its node's rank 0 and therefore a local leader. A wrong value is trusted just
 """
 
 import os
+import sys
 
 
 def _env_int(key: str, default: int) -> int:
     value = os.environ.get(key)
     return default if value is None or value == '' else int(value)
+
+
+def _worker_info():
+    """torch's DataLoader worker info in a DataLoader worker, else None. torch is only asked when it is
+    already imported: a DataLoader worker always has it, and a rank without loader workers never pays
+    for the import."""
+    if 'torch' not in sys.modules:
+        return None
+    from torch.utils.data import get_worker_info  # pylint: disable=import-outside-toplevel
+    return get_worker_info()
 
 
 class World:
@@ -46,7 +57,8 @@ class World:
 
     @classmethod
     def detect(cls) -> 'World':
-        """Read the launcher's environment (no torch here: one worker per rank).
+        """Read the launcher's environment and, inside a DataLoader worker, torch's worker info (as the
+        original does: ``workers_per_node`` is then ranks per node x DataLoader workers).
 
         Returns:
             World: This process's coordinates.
@@ -57,6 +69,10 @@ class World:
         num_nodes = world_size // ranks_per_node
         workers_per_rank = 1
         worker_of_rank = 0
+        info = _worker_info()
+        if info is not None:
+            workers_per_rank = info.num_workers
+            worker_of_rank = info.id
         return cls(num_nodes, ranks_per_node, workers_per_rank, rank * workers_per_rank + worker_of_rank)
 
     def __repr__(self) -> str:
