@@ -22,6 +22,11 @@ const std::vector<FaultRule>& rules() {
        "as sigkill"},
       {"crash-point", "", true, false, {}, {"timeout", "broken"}, {},
        "as sigkill (the rank kills itself at a failpoint)"},
+      {"sigterm", "", true, false, {}, {"timeout", "broken"}, {},
+       "as sigkill (a rank that does not handle SIGTERM dies of it; a launcher SIGTERMs its ranks)"},
+      {"signal-on-event", "term", true, false, {}, {"timeout", "broken"}, {}, "as sigterm"},
+      {"rlimit", "", false, false, {"exhausted"}, {"own", "timeout", "broken"}, {},
+       "the rank's fds or address space run out for one step: exhausted, passed on to its peers"},
       {"sigstop", "", false, true, {"timeout"}, {"timeout"}, {},
        "a stopped rank is alive: it and its peers may time out while it is stopped, nothing else"},
       {"signal-on-event", "stop", false, true, {"timeout"}, {"timeout"}, {}, "as sigstop"},
@@ -65,6 +70,7 @@ const std::vector<FaultRule>& rules() {
 std::string variant_of(const Fault& f) {
   if (f.kind == "signal-on-event") {
     if (f.signal == SIGKILL) return "kill";
+    if (f.signal == SIGTERM) return "term";
     if (f.signal == SIGSTOP || f.signal == SIGCONT) return "stop";
     return "";
   }

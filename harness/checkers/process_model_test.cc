@@ -1,0 +1,252 @@
+// The process model in the checkers: loader workers as barrier seats, a
+// launcher's teardown, a tracker's reap without a cleanup step, and the exits
+// of processes the supervisor did not start (docs/worker-protocol.md,
+// version 2). Histories are raw protocol events through build_history.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "checker.h"
+#include "history.h"
+
+namespace harness {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+
+class Events {
+ public:
+  Events() { add({{"t", 0}, {"type", "trial"}, {"phase", "start"}}); }
+
+  // A process's op: worker -1 is the rank itself.
+  Events& op(int job, int rank, int worker, int pid, const std::string& name, double t0, double t1, Json value = {},
+             Json args = Json::object(), const char* outcome = "ok", const std::string& code = "") {
+    const std::int64_t id = ++ids_[pid];
+    add(ev("invoke", job, rank, worker, pid, t0, {{"op", name}, {"id", id}, {"args", args}}));
+    if (std::string(outcome) == "open") return *this;
+    Json done = {{"op", name}, {"id", id}};
+    if (std::string(outcome) == "ok") {
+      done["value"] = value.is_null() ? Json::object() : value;
+    } else {
+      done["error"] = {{"code", code}, {"message", code + " happened"}};
+    }
+    return add(ev(outcome, job, rank, worker, pid, t1, done));
+  }
+  Events& round(int job, int rank, int worker, int pid, int r, double t0, double t1) {
+    return op(job, rank, worker, pid, "barrier", t0, t1, {{"round", r}}, {{"round", r}});
+  }
+  Events& exit(int job, int rank, int worker, int pid, double t, Json how) {
+    Json e = {{"t", at(t)}, {"type", "exit"}, {"job", job}, {"rank", rank}, {"pid", pid}};
+    if (worker >= 0) e["worker"] = worker, e["role"] = "loader";
+    e.update(how);
+    return add(e);
+  }
+  Events& add(Json e) {
+    events_.push_back(std::move(e));
+    return *this;
+  }
+  History build(const TrialMeta& meta, std::vector<std::string>* errors = nullptr) const {
+    std::vector<std::string> own;
+    History h = build_history(events_, meta, errors ? errors : &own);
+    if (!errors) {
+      EXPECT_TRUE(own.empty()) << own.front();
+    }
+    return h;
+  }
+  static std::int64_t at(double ms) { return static_cast<std::int64_t>(ms * kMs); }
+
+ private:
+  Json ev(const char* type, int job, int rank, int worker, int pid, double t, Json extra) {
+    Json e = {{"t", at(t)}, {"type", type}, {"job", job}, {"rank", rank}, {"local_rank", rank}, {"pid", pid}};
+    if (worker >= 0) e["worker"] = worker;
+    e.update(extra);
+    return e;
+  }
+  std::vector<Json> events_;
+  std::map<int, std::int64_t> ids_;
+};
+
+TrialMeta meta(int ranks, int rounds, int workers, bool cleanup_step = true) {
+  TrialMeta m;
+  m.scenario = "process-model";
+  JobMeta j;
+  j.ranks = ranks;
+  j.barrier_rounds = rounds;
+  j.barrier_workers = workers;
+  m.jobs = {j};
+  m.barrier_deadline_ns = 1000 * kMs;
+  m.acquire_deadline_ns = 1000 * kMs;
+  m.grace_ns = 500 * kMs;
+  m.liveness_ns = 200 * kMs;
+  m.cleanup_step = cleanup_step;
+  return m;
+}
+
+CheckResult check(const std::string& invariant, const History& h) {
+  auto r = run_checkers(h, {invariant});
+  EXPECT_EQ(r.size(), 1u);
+  return r.empty() ? CheckResult{} : r.front();
+}
+
+bool reached(const CheckResult& r, const std::string& s) {
+  for (const auto& x : r.reached) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+std::string dump(const CheckResult& r) {
+  std::string s = r.invariant + " " + verdict_name(r.verdict) + "\n";
+  for (const auto& p : r.problems) s += "  problem: " + p + "\n";
+  return s;
+}
+
+TEST(LoaderWorkerSeats, AWorkerLeavingBeforeAnotherWorkerOfItsRankEnteredBreaksBarrierSafety) {
+  // One rank, two loader workers in the barrier: two seats, "rank 0 worker 0" and "rank 0 worker 1".
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 0}});
+  e.op(0, 0, 0, 11, "barrier_attach", 3, 4).op(0, 0, 1, 12, "barrier_attach", 3, 4);
+  e.round(0, 0, 0, 11, 0, 5, 6).round(0, 0, 1, 12, 0, 7, 8);
+  auto r = check("barrier.safety", e.build(meta(1, 1, 2)));
+  EXPECT_EQ(r.verdict, Verdict::kInvalid) << dump(r);
+  ASSERT_FALSE(r.problems.empty());
+  EXPECT_NE(r.problems.front().find("rank 0 worker 0 (pid 11) left at +6.000ms before rank 0 worker 1 entered"),
+            std::string::npos)
+      << dump(r);
+}
+
+TEST(LoaderWorkerSeats, EveryWorkerEnteringBeforeAnyLeavesHoldsAndTheRankTakesNoSeat) {
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 0}});
+  e.op(0, 0, 0, 11, "barrier_attach", 3, 4).op(0, 0, 1, 12, "barrier_attach", 3, 4);
+  e.round(0, 0, 0, 11, 0, 5, 8).round(0, 0, 1, 12, 0, 7, 8);
+  e.op(0, 0, -1, 10, "iterate", 2, 9, {}, {{"workers", 2}});
+  auto r = check("barrier.safety", e.build(meta(1, 1, 2)));
+  EXPECT_EQ(r.verdict, Verdict::kValid) << dump(r);
+}
+
+TEST(LoaderWorkerSeats, AKilledWorkersPeersMustFailWithinTheLivenessBound) {
+  // Worker 1 dies without entering round 1; worker 0 waits 900 ms for it: past 200 ms + slack.
+  Events e;
+  e.op(0, 0, 0, 11, "barrier_attach", 1, 2).op(0, 0, 1, 12, "barrier_attach", 1, 2);
+  e.round(0, 0, 0, 11, 0, 3, 4).round(0, 0, 1, 12, 0, 3, 4);
+  e.add({{"t", Events::at(10)}, {"type", "fault"}, {"kind", "sigkill"}, {"phase", "instant"}, {"job", 0},
+         {"rank", 0}, {"worker", 1}, {"pid", 12}, {"signal", SIGKILL}, {"effect_t", Events::at(10.5)}});
+  e.exit(0, 0, 1, 12, 11, {{"signal", SIGKILL}, {"by_harness", true}});
+  e.op(0, 0, 0, 11, "barrier", 5, 911, {}, {{"round", 1}}, "fail", "broken");
+  auto r = check("barrier.liveness", e.build(meta(1, 2, 2)));
+  EXPECT_EQ(r.verdict, Verdict::kInvalid) << dump(r);
+  ASSERT_FALSE(r.problems.empty());
+  EXPECT_NE(r.problems.front().find("after rank 0 worker 1 (pid 12) was killed"), std::string::npos) << dump(r);
+}
+
+TEST(JobTeardown, AMemberGoneWithinTheBoundHoldsOneGoneLaterOrNeverBreaksIt) {
+  auto teardown = [](Json members) {
+    Events e;
+    e.add({{"t", Events::at(100)}, {"type", "teardown"}, {"job", 0}, {"launcher_pid", 2}, {"bound_ms", 1000},
+           {"members", members}});
+    return check("job.teardown", e.build(meta(2, 0, 0)));
+  };
+  auto ok = teardown({{{"pid", 5}, {"role", "rank"}, {"gone_t", Events::at(900)}}});
+  EXPECT_EQ(ok.verdict, Verdict::kValid) << dump(ok);
+  EXPECT_TRUE(reached(ok, "job-torn-down-in-time"));
+  auto late = teardown({{{"pid", 5}, {"role", "rank"}, {"gone_t", Events::at(1200)}}});
+  EXPECT_EQ(late.verdict, Verdict::kInvalid) << dump(late);
+  EXPECT_NE(late.problems.front().find("its rank pid 5 lived on until +1200.000ms, 1100.000ms later"),
+            std::string::npos)
+      << dump(late);
+  auto never = teardown({{{"pid", 7}, {"role", "loader"}}});
+  EXPECT_EQ(never.verdict, Verdict::kInvalid) << dump(never);
+  EXPECT_NE(never.problems.front().find("its loader pid 7 was still alive when the trial ended"), std::string::npos);
+}
+
+TEST(JobTeardown, ATeardownEventWithoutItsFieldsIsAHistoryError) {
+  Events e;
+  e.add({{"t", Events::at(1)}, {"type", "teardown"}, {"job", 0}, {"members", "all"}});
+  std::vector<std::string> errors;
+  History h = e.build(meta(1, 0, 0), &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors.front().find("teardown needs integer job, launcher_pid, bound_ms and a members array"),
+            std::string::npos);
+  EXPECT_TRUE(h.teardowns.empty());
+}
+
+// Without a cleanup step: a job whose holders were killed alone (their
+// trackers alive) leaves nothing; one killed with its tree may.
+History killed_holder(bool tree, std::vector<std::string> leftovers) {
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 3}});
+  Json kill = {{"t", Events::at(5)}, {"type", "fault"}, {"kind", "sigkill"}, {"phase", "instant"}, {"job", 0},
+               {"rank", 0},        {"pid", 10},         {"signal", SIGKILL}};
+  if (tree) kill["tree"] = true;
+  e.add(kill);
+  e.exit(0, 0, -1, 10, 6, {{"signal", SIGKILL}, {"by_harness", true}});
+  e.add({{"t", Events::at(50)}, {"type", "audit"}, {"leftover_shm", leftovers}, {"leftover_locks", Json::array()},
+         {"orphans", Json::array()}});
+  return e.build(meta(1, 0, 0, /*cleanup_step=*/false));
+}
+
+TEST(TrackerReap, AHolderKilledAloneMustLeaveNothingUnderItsPrefixWithoutACleanupStep) {
+  auto r = check("cleanup.no-leak", killed_holder(false, {"shmstress.000003_shard_states", "shmstress.registry"}));
+  EXPECT_EQ(r.verdict, Verdict::kInvalid) << dump(r);
+  EXPECT_NE(r.problems.front().find("prefix 3 (pids 10) were killed alone"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.problems.front().find("registry"), std::string::npos) << "the namespace's own objects stay";
+  auto clean = check("cleanup.no-leak", killed_holder(false, {"shmstress.registry"}));
+  EXPECT_EQ(clean.verdict, Verdict::kValid) << dump(clean);
+  EXPECT_TRUE(reached(clean, "killed-alone-tracker-reaps"));
+}
+
+TEST(TrackerReap, AHolderKilledWithItsTreeTakesItsTrackerAlongAndIsNotJudged) {
+  auto r = check("cleanup.no-leak", killed_holder(true, {"shmstress.000003_shard_states"}));
+  EXPECT_EQ(r.verdict, Verdict::kValid) << dump(r);
+  EXPECT_FALSE(reached(r, "killed-alone-tracker-reaps"));
+}
+
+TEST(ProcessExits, ALoaderWorkerKilledWithItsRankIsNoCrashButAnUnexplainedKillIs) {
+  Events e;
+  e.exit(0, 0, 0, 11, 5, {{"signal", SIGKILL}, {"parent_gone", true}});
+  auto with_rank = check("worker.clean-exit", e.build(meta(1, 0, 1)));
+  EXPECT_EQ(with_rank.verdict, Verdict::kValid) << dump(with_rank);
+  EXPECT_TRUE(reached(with_rank, "loader-died-with-its-rank"));
+  Events f;
+  f.exit(0, 0, 0, 11, 5, {{"signal", SIGKILL}});
+  auto alone = check("worker.clean-exit", f.build(meta(1, 0, 1)));
+  EXPECT_EQ(alone.verdict, Verdict::kInvalid) << dump(alone);
+  EXPECT_NE(alone.problems.front().find("job 0 rank 0 worker 0 (pid 11) was killed by SIGKILL"), std::string::npos)
+      << dump(alone);
+}
+
+TEST(ProcessExits, ARankItsLauncherStoppedAndTheLaunchersExitOneAreNoCrash) {
+  Events e;
+  e.exit(0, 1, -1, 6, 5, {{"signal", SIGTERM}, {"by_launcher", true}, {"role", "rank"}});
+  e.exit(0, -1, -1, 2, 9, {{"exit_code", 1}, {"role", "launcher"}});
+  auto r = check("worker.clean-exit", e.build(meta(2, 0, 0)));
+  EXPECT_EQ(r.verdict, Verdict::kValid) << dump(r);
+  EXPECT_TRUE(reached(r, "rank-stopped-by-launcher"));
+  EXPECT_TRUE(reached(r, "launcher-ended-with-failure"));
+}
+
+TEST(ProcessEvents, StartAndGateAreReadAndASecondGateOrABadRoleIsAHistoryError) {
+  Events e;
+  e.add({{"t", Events::at(1)}, {"type", "start"}, {"role", "loader"}, {"job", 0}, {"rank", 0}, {"worker", 1},
+         {"pid", 12}, {"ppid", 10}});
+  e.add({{"t", Events::at(2)}, {"type", "gate"}, {"phase", "open"}, {"by", "all-ready"}});
+  e.add({{"t", Events::at(3)}, {"type", "gate"}, {"phase", "open"}});
+  e.add({{"t", Events::at(4)}, {"type", "start"}, {"role", "boss"}, {"job", 0}, {"rank", 0}, {"pid", 13}});
+  e.add({{"t", Events::at(5)}, {"type", "ready"}, {"job", 0}, {"rank", 0}, {"worker", -1}, {"pid", 10}});
+  std::vector<std::string> errors;
+  History h = e.build(meta(1, 0, 2), &errors);
+  ASSERT_EQ(h.processes.size(), 1u);
+  EXPECT_EQ(h.processes[0].worker, 1);
+  EXPECT_EQ(h.processes[0].ppid, 10);
+  ASSERT_TRUE(h.gate_t.has_value());
+  EXPECT_EQ(*h.gate_t, Events::at(2));
+  ASSERT_EQ(errors.size(), 2u) << errors.front();
+  EXPECT_NE(errors[0].find("the start gate opened twice"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("start role must be rank, loader or launcher"), std::string::npos) << errors[1];
+}
+
+}  // namespace
+}  // namespace harness
