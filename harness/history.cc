@@ -445,10 +445,14 @@ struct Builder {
     const Json& v = op.value;
     if (op.op == "acquire") {
       auto p = get_int(v, "prefix");
-      if (!p || *p < 0) {
-        error(index, t, "acquire ok needs an integer prefix >= 0", ev);
+      if (!p || *p < 0 || *p >= kNamespaceStride) {
+        error(index, t, "acquire ok needs an integer prefix >= 0 (below 1000000)", ev);
       } else {
-        op.prefix = *p;
+        // Numbered apart per namespace (kNamespaceStride).
+        const bool known = op.job >= 0 && static_cast<std::size_t>(op.job) < h.meta.jobs.size();
+        op.prefix = *p + (known ? namespace_index(h.meta, h.meta.jobs[static_cast<std::size_t>(op.job)].root_suffix) *
+                                      kNamespaceStride
+                                : 0);
       }
       auto present = v.find("present");
       if (present != v.end() && !present->is_null()) {
@@ -691,6 +695,7 @@ struct Builder {
     if (phase == "start") {
       h.started = true;
       if (!trial_start) trial_start = t;
+      if (auto root = get_str(ev, "root")) h.root = *root;
     } else if (phase == "end") {
       h.ended = true;
       trial_end = t;
@@ -818,6 +823,18 @@ void merge_continuation(Json& into, const Json& more) {
       *mine = *it;
     }
   }
+}
+
+int namespace_index(const TrialMeta& meta, const std::string& root_suffix) {
+  if (root_suffix.empty()) return 0;
+  std::vector<std::string> nested;
+  for (const JobMeta& j : meta.jobs) {
+    if (!j.root_suffix.empty()) nested.push_back(j.root_suffix);
+  }
+  std::sort(nested.begin(), nested.end());
+  nested.erase(std::unique(nested.begin(), nested.end()), nested.end());
+  auto it = std::find(nested.begin(), nested.end(), root_suffix);
+  return it == nested.end() ? -1 : static_cast<int>(it - nested.begin()) + 1;
 }
 
 History build_history(const std::vector<Json>& events, const TrialMeta& meta,

@@ -195,6 +195,12 @@ struct JobMeta {
   // the ranks enter it): the barrier's participants are ranks x workers.
   int barrier_workers = 0;
   std::int64_t teardown_ns = 0;  // job.teardown's bound, when a launcher starts the job
+  // The scenario misconfigures the job (its local world size missing or
+  // wrong): invalid-argument and mismatch are the clean answer.
+  bool misconfigured = false;
+  // The job's namespace nested in the trial's ([job] root_suffix, "" for the
+  // trial's own): prefixes of different namespaces are different registries.
+  std::string root_suffix;
   std::vector<std::string> dirs;
   std::vector<bool> has_remote;
 };
@@ -233,6 +239,7 @@ struct History {
   std::vector<std::string> harness_errors;  // harness-error messages, in log order
   std::vector<Process> processes;           // `start` events, in time order
   std::vector<Teardown> teardowns;          // launchers that ended with their jobs' processes alive
+  std::string root;  // the trial's name root (its start event's "root")
   // When the start gate opened (aligned start); time-placed faults count from it.
   std::optional<std::int64_t> gate_t;
   std::optional<std::string> unavailable;   // a subject event said available: false (why)
@@ -246,6 +253,13 @@ inline constexpr std::int64_t kLivenessSlackNs = 500'000'000;
 // split with "continues" are merged first. Events that do not fit the
 // protocol are reported in `errors` (history errors) and skipped.
 History build_history(const std::vector<Json>& events, const TrialMeta& meta, std::vector<std::string>* errors);
+
+// Prefixes of nested namespaces ([job] root_suffix) are numbered apart: the
+// n-th namespace's prefix p is n * kNamespaceStride + p, so that every check
+// comparing prefixes compares them within one registry. The trial's own
+// namespace is n = 0 (prefixes unchanged).
+inline constexpr int kNamespaceStride = 1'000'000;
+int namespace_index(const TrialMeta& meta, const std::string& root_suffix);
 // Splits history.jsonl into JSON objects. A line that is not one is an error;
 // a torn write (a writer killed inside write(2)) followed on the same line by
 // a complete event costs only the torn one.

@@ -153,6 +153,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
       }
       if (e.contains("SHMSTRESS_LOCAL_WORLD_SIZE")) e["LOCAL_WORLD_SIZE"] = e["SHMSTRESS_LOCAL_WORLD_SIZE"];
       e["SHMSTRESS_DIRS"] = dirs.dump();
+      if (!js.root_suffix.empty()) e["SHMSTRESS_ROOT_SUFFIX"] = js.root_suffix;
       e["SHMSTRESS_OPS"] = ops.dump();
       e["SHMSTRESS_SEED"] = std::to_string(derive_seed(p.seed, "worker", j * 1000 + r));
       e["SHMSTRESS_ACQUIRE_TIMEOUT_MS"] = std::to_string(s.acquire_deadline.count());

@@ -128,6 +128,8 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
     jm.barrier_rounds = js.workload.rounds;
     if (js.loader.workers > 0 && js.loader.enter_barrier) jm.barrier_workers = js.loader.workers;
     if (js.launcher.present()) jm.teardown_ns = js.launcher.teardown.count() * 1000000LL;
+    jm.misconfigured = js.lws_mode != LwsMode::kSet;
+    jm.root_suffix = js.root_suffix;
     for (auto d : js.dirs) {
       for (std::size_t at; (at = d.find("{job}")) != std::string::npos;) d.replace(at, 5, std::to_string(j));
       jm.dirs.push_back(d);

@@ -55,7 +55,8 @@ const std::vector<std::string_view> kTopKeys = {
     "job",    "fault",       "subject"};
 const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start"};
 const std::vector<std::string_view> kJobKeys = {
-    "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload", "loader", "launcher"};
+    "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload", "loader", "launcher",
+    "root_suffix"};
 const std::vector<std::string_view> kWorkloadKeys = {
     "acquire",      "rounds",      "round_jitter", "hold",    "release",         "segments",
     "clean_before", "clean_after", "datasets",     "barrier_liveness", "retries"};
@@ -774,6 +775,14 @@ class Parser {
         ok = parse_loader(*node, &job.loader);
       } else if (k == "launcher") {
         ok = parse_launcher(*node, &job.launcher);
+      } else if (k == "root_suffix") {
+        ok = get_string(*node, "root_suffix", &job.root_suffix, false);
+        if (ok && (job.root_suffix.size() > 32 || job.root_suffix.back() != '.' ||
+                   job.root_suffix.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                       std::string::npos)) {
+          ok = fail(*node, "'root_suffix' = \"" + job.root_suffix +
+                               "\" must be 1..32 of [A-Za-z0-9._-] ending in '.', as a name root does");
+        }
       } else {
         ok = unknown(*key, *node, kJobKeys, "in [job]");
       }

@@ -84,6 +84,10 @@ struct JobSpec {
   bool remote = false;               // dirs have a remote
   MsRange start_jitter{};            // delay before the worker starts its ops
   LwsMode lws_mode = LwsMode::kSet;  // misconfiguration: missing or wrong local world size
+  // The job's namespace is nested in the trial's: its name root is the
+  // trial's + this (e.g. "b."), as a second library or user whose root
+  // happens to extend ours.
+  std::string root_suffix;
   int lws_wrong = 0;                 // for kWrong: the value rank 0 reports (others report ranks)
   Workload workload;
   Loader loader;

@@ -232,6 +232,7 @@ struct Worker {
   int job = -1, rank = -1;
   bool launcher = false;             // the job's launcher (torchrun's agent), not a rank
   int last_signal = 0;               // the last terminating signal the harness sent it
+  std::int64_t spawned_t = 0;        // when it was started: its settings (rlimits, fiu, uid) hold from here
   pid_t self_pid = 0;                // its pid as it sees it (its container's), logged in events
   const WorkerPlan* plan = nullptr;  // null for the cleanup step
   bool alive = true;
@@ -426,8 +427,11 @@ class Supervisor {
     if (o.events_fd < 0) env["SHMSTRESS_EVENTS"] = trial_dir_ + "/history.jsonl";
     // Also open, as fd 3: a worker running as another uid may not reach the path.
     env["SHMSTRESS_EVENTS_FD"] = std::to_string(kEventsFd);
-    env["SHMSTRESS_ROOT"] = root_;
-    env["SHMSTRESS_LOCK_DIR"] = lock_dir;
+    // A job in a namespace nested in the trial's ([job] root_suffix), and a
+    // rank misconfigured with /dev/shm as its lock dir.
+    env["SHMSTRESS_ROOT"] = root_ + (extra.contains("SHMSTRESS_ROOT_SUFFIX") ? extra.at("SHMSTRESS_ROOT_SUFFIX") : "");
+    env["SHMSTRESS_LOCK_DIR"] =
+        extra.contains("SHMSTRESS_LOCK_DIR_OVERRIDE") ? extra.at("SHMSTRESS_LOCK_DIR_OVERRIDE") : lock_dir;
     env["TMPDIR"] = lock_dir;  // subjects that put lock files in $TMPDIR stay inside the trial
     if (cfg_.allow_shared_shm) env["SHMSTRESS_ALLOW_SHARED_SHM"] = "1";  // the user said so
     if (!gate_path_.empty()) env["SHMSTRESS_GATE"] = gate_path_;
@@ -522,6 +526,7 @@ class Supervisor {
     pid_t pid = spawn(env, label, {.w = &w});
     if (pid > 0) {
       Worker x{w.job, w.rank};
+      x.spawned_t = mono_ns();
       x.plan = &w;
       x.self_pid = w.container >= 0 ? own_pid(pid) : pid;
       workers_[pid] = x;
@@ -1223,8 +1228,10 @@ class Supervisor {
       if (a.signal == 0) {  // a setting the worker started with (emfile, fiu-errno, ...): log it
         const pid_t started = pid_started(a.job, a.rank);
         if (started <= 0) continue;  // never started: nothing happened, nothing to log
+        // In force from the worker's start, whenever the supervisor gets to log it.
         log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-                   {"pid", workers_[started].self_pid}, {"signal", 0}, {"detail", a.detail}});
+                   {"pid", workers_[started].self_pid}, {"signal", 0}, {"detail", a.detail},
+                   {"t", workers_[started].spawned_t}});
         continue;
       }
       pid_t pid = target_of(a);

@@ -201,7 +201,7 @@ bool run_clean(Ctx& c, const shmcoord::Namespace& ns) {
 // met the fault, so the fault knobs apply to the first incarnation only.
 constexpr const char* kFaultKnobs[] = {"SHMCOORD_CRASH_AT",         "SHMCOORD_PAUSE_AT",         "SHMSTRESS_FIU_ENABLE",
                                        "SHMSTRESS_START_DELAY_MS",  "SHMSTRESS_ATTACH_DELAY_MS", "SHMSTRESS_LIMIT_AT",
-                                       "SHMSTRESS_BARRIER_PROCS"};
+                                       "SHMSTRESS_BARRIER_PROCS",   "SHMSTRESS_BARRIER_SUFFIX"};
 
 bool apply_rank_env() {
   const std::string map = env_or("SHMSTRESS_RANK_ENV");
@@ -334,7 +334,9 @@ bool barrier_rounds(Ctx& c, const Plan& p, std::mt19937_64& rng, int prefix, std
   {
     Limited l(p.limit, "attach");
     Op op(c, "barrier_attach", {{"num_procs", num_procs}});
-    auto b = shmcoord::Barrier::attach(p.ns, shmcoord::Namespace::prefix_suffix(prefix, "barrier"), num_procs, bo);
+    // A misconfigured rank may name its barrier otherwise (misconfig barrier-name).
+    const std::string suffix = env_or("SHMSTRESS_BARRIER_SUFFIX", shmcoord::Namespace::prefix_suffix(prefix, "barrier"));
+    auto b = shmcoord::Barrier::attach(p.ns, suffix, num_procs, bo);
     if (b) {
       op.ok();
       barrier.emplace(std::move(*b));

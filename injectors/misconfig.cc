@@ -3,7 +3,11 @@
 // "late-joiner" (the rank attaches to the barrier `delay` after acquiring,
 // default 200ms), "lock-dir" (the rank's lock dir and TMPDIR differ from its
 // peers': a directory the supervisor makes inside the trial's lock dir and
-// removes at the heal, after auditing what is in it); job, rank (default 0). Missing and wrong local world sizes are job
+// removes at the heal, after auditing what is in it), "lock-dir-shm" (the
+// rank's lock dir is /dev/shm itself: every shm object there looks like a
+// lock file), "barrier-name" (the rank names its barrier `name` instead of
+// <prefix>_barrier, default "registry": the namespace's own object, or a name
+// every job shares); job, rank (default 0; rank = -1: every rank of the job). Missing and wrong local world sizes are job
 // settings in the scenario (local_world_size = "missing" | N).
 #include "injector.h"
 
@@ -11,13 +15,19 @@ namespace harness {
 namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
-  if (auto e = only_keys(f, {"what", "job", "rank", "count", "delay"})) return e;
+  if (auto e = only_keys(f, {"what", "job", "rank", "count", "delay", "name"})) return e;
   std::string what;
-  if (!f.params.contains("what")) return std::string("'what' must be one of process-count, late-joiner, lock-dir");
-  if (auto e = param_string(f, "what", "", {"process-count", "late-joiner", "lock-dir"}, &what)) return e;
+  if (!f.params.contains("what")) {
+    return std::string("'what' must be one of process-count, late-joiner, lock-dir, lock-dir-shm, barrier-name");
+  }
+  if (auto e = param_string(f, "what", "", {"process-count", "late-joiner", "lock-dir", "lock-dir-shm", "barrier-name"},
+                            &what)) {
+    return e;
+  }
   std::vector<WorkerPlan*> ws;
   FaultSpec one = f;
   if (!one.params.contains("rank")) one.params["rank"] = 0;
+  if (one.params["rank"] == -1) one.params.erase("rank");  // the whole job
   if (!one.params.contains("job")) one.params["job"] = 0;
   if (auto e = pick_workers(one, s, rng, p, &ws)) return e;
   nlohmann::json detail = {{"what", what}};
@@ -34,6 +44,13 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
       detail["delay_ms"] = w->env["SHMSTRESS_ATTACH_DELAY_MS"];
     } else if (what == "lock-dir") {
       w->lock_subdir = "elsewhere";
+    } else if (what == "lock-dir-shm") {
+      w->env["SHMSTRESS_LOCK_DIR_OVERRIDE"] = "/dev/shm";
+    } else if (what == "barrier-name") {
+      std::string name;
+      if (auto e = param_string(f, "name", "registry", {}, &name)) return e;
+      w->env["SHMSTRESS_BARRIER_SUFFIX"] = name;
+      detail["name"] = name;
     }
     p.actions.push_back(Action{0, w->job, w->rank, 0, "misconfig", "instant", detail});
   }
@@ -42,6 +59,9 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
 
 }  // namespace
 
-SHMSTRESS_REGISTER_INJECTOR("misconfig", "a rank configured unlike its peers: process count, late joiner, lock dir", plan);
+SHMSTRESS_REGISTER_INJECTOR("misconfig",
+                            "a rank configured unlike its peers: process count, late joiner, lock dir (elsewhere or "
+                            "/dev/shm), barrier name",
+                            plan);
 
 }  // namespace harness

@@ -43,10 +43,10 @@ void check_tracker_reaped(const History& h, checks::Report& rep) {
     rep.reach("killed-alone-tracker-reaps");
     std::string list;
     for (const auto& n : h.audit.leftover_shm) {
-      if (checks::name_prefix(n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
+      if (checks::name_prefix(h, n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
     }
     for (const auto& n : h.audit.leftover_locks) {
-      if (checks::name_prefix(n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
+      if (checks::name_prefix(h, n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
     }
     if (!list.empty()) {
       rep.invalid(fmt::format("job {}'s holders of prefix {} (pids {}) were killed alone, their resource trackers "

@@ -212,12 +212,14 @@ CheckResult check_cleanup_safety(const History& h) {
         rep.invalid(fmt::format("{} removed {}, which belongs to another user", by, name));
         continue;
       }
-      const int prefix = checks::name_prefix(name);
+      const int prefix = checks::name_prefix(h, name);
       const bool registry = prefix < 0 && checks::is_registry_name(name);
       if (prefix < 0 && !registry) continue;
       if (prefix >= 0) rep.reach("cleanup-removed-prefix-entry");
+      const int registry_ns = registry ? checks::registry_namespace(h, name) : -1;
       for (const auto& j : holds) {
         if (!registry && j.prefix != prefix) continue;
+        if (registry && j.prefix / kNamespaceStride != registry_ns) continue;  // another namespace's registry
         for (const RankHold& r : j.ranks) {
           const Fault* stop = checks::stop_window_at(h, r.job, r.rank, r.pid, clean.complete_t);
           std::string stopped =

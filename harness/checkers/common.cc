@@ -115,6 +115,19 @@ bool digit(char c) { return c >= '0' && c <= '9'; }
 
 }  // namespace
 
+int name_prefix(const History& h, std::string_view name) {
+  const int p = name_prefix(name);
+  if (p < 0 || h.root.empty()) return p;
+  std::string_view base = basename(name);
+  // The stem: everything before the "NNNNNN_" token.
+  char token[16];
+  std::snprintf(token, sizeof token, "%06d_", p);
+  const auto at = base.rfind(token);
+  if (at == std::string_view::npos || base.substr(0, at).rfind(h.root, 0) != 0) return p;
+  const int ns = namespace_index(h.meta, std::string(base.substr(h.root.size(), at - h.root.size())));
+  return ns < 0 ? -1 : ns * kNamespaceStride + p;
+}
+
 int name_prefix(std::string_view name) {
   std::string_view base = basename(name);
   int found = -1;
@@ -131,6 +144,12 @@ int name_prefix(std::string_view name) {
 }
 
 bool is_registry_name(std::string_view name) { return basename(name).ends_with("registry"); }
+
+int registry_namespace(const History& h, std::string_view name) {
+  std::string_view base = basename(name);
+  if (h.root.empty() || !base.ends_with("registry") || base.rfind(h.root, 0) != 0) return 0;
+  return namespace_index(h.meta, std::string(base.substr(h.root.size(), base.size() - h.root.size() - 8)));
+}
 
 const Exit* exit_of(const History& h, int job, int rank, int pid) {
   for (const Exit& e : h.exits) {
@@ -253,9 +272,9 @@ std::set<int> seeded_prefixes(const History& h) {
     if (!f.detail.is_object()) continue;
     for (const char* key : {"name", "path"}) {
       auto it = f.detail.find(key);
-      if (it != f.detail.end() && it->is_string()) out.insert(name_prefix(it->get<std::string>()));
+      if (it != f.detail.end() && it->is_string()) out.insert(name_prefix(h, it->get<std::string>()));
     }
-    for (const auto& n : json_strings(f.detail, "names")) out.insert(name_prefix(n));
+    for (const auto& n : json_strings(f.detail, "names")) out.insert(name_prefix(h, n));
   }
   out.erase(-1);
   return out;
@@ -350,7 +369,7 @@ void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
     if (op.op == "clean" && op.complete_t > death_t && op.complete_t < j.stale_end) {
       bool kept = op.truncated;  // a cut report may have kept it
       for (const auto* list : {&op.kept, &op.skipped}) {
-        for (const auto& n : *list) kept = kept || name_prefix(n) == j.prefix;
+        for (const auto& n : *list) kept = kept || name_prefix(h, n) == j.prefix;
       }
       if (!kept) {
         j.stale_end = op.complete_t;

@@ -72,9 +72,16 @@ std::int64_t dataset_of(const Op& op);
 // ("/shmstress.t3.000002_barrier" → 2, ".../000002_barrier_filelock" → 2),
 // or -1. Only the basename is looked at.
 int name_prefix(std::string_view name);
+// The same, numbered as History's prefixes are (kNamespaceStride): a name of
+// a namespace nested in the trial's ("<root>b.000002_x") counts in its own
+// registry; -1 for a name of no known namespace or with no prefix.
+int name_prefix(const History& h, std::string_view name);
 // Whether a name is the registry segment itself ("/shmstress.t3.registry"),
 // which every live holder depends on.
 bool is_registry_name(std::string_view name);
+// Which namespace a registry name belongs to, numbered as namespace_index
+// does (0: the trial's own), -1 if none the trial knows.
+int registry_namespace(const History& h, std::string_view name);
 
 // The exit of one worker process (pid 0 on either side matches any pid).
 const Exit* exit_of(const History& h, int job, int rank, int pid);
