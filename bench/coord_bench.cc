@@ -12,9 +12,12 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +25,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -173,6 +177,57 @@ class PthreadBarrier {
   pthread_barrier_t* b_;
 };
 
+// The anchor: what a barrier costs with no robustness at all. A generation
+// counter and an arrival counter in shared memory, one atomic add to arrive,
+// the last arrival resets the count, bumps the generation and wakes; no lock,
+// no seats, no death detection, no deadline. It waits the way shmcoord does
+// (spin while every participant can run at once, then a few yields, then a
+// futex sleep that the releaser skips waking when nobody sleeps), so the ratio
+// shmcoord / anchor is what robustness costs, not a different waiting policy.
+struct AnchorWords {
+  std::uint32_t arrived;
+  std::uint32_t generation;  // futex word
+  std::uint32_t sleepers;
+};
+
+class AnchorBarrier {
+ public:
+  AnchorBarrier(AnchorWords* w, int procs) : w_(w), procs_(static_cast<std::uint32_t>(procs)) {}
+  bool cross() {
+    std::atomic_ref<std::uint32_t> gen(w_->generation), arrived(w_->arrived), sleepers(w_->sleepers);
+    const std::uint32_t g = gen.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == procs_) {
+      arrived.store(0, std::memory_order_relaxed);
+      gen.store(g + 1, std::memory_order_seq_cst);
+      if (sleepers.load(std::memory_order_seq_cst) != 0) {
+        ::syscall(SYS_futex, &w_->generation, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+      }
+      return true;
+    }
+    static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    for (int i = procs_ <= cpus ? 1000 : 0; i > 0; --i) {
+      if (gen.load(std::memory_order_acquire) != g) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    for (int i = 16; i > 0; --i) {
+      if (gen.load(std::memory_order_acquire) != g) return true;
+      sched_yield();
+    }
+    while (gen.load(std::memory_order_acquire) == g) {
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      ::syscall(SYS_futex, &w_->generation, FUTEX_WAIT, g, nullptr, nullptr, 0);
+      sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    return true;
+  }
+
+ private:
+  AnchorWords* w_;
+  std::uint32_t procs_;
+};
+
 // The barrier shmcoord replaces: MosaicML Streaming's original SharedBarrier.
 // Three int32 counters in shm, a flock'd lock file around every update, and a
 // fixed 7 ms sleep between polls, so a round costs at least one tick no matter
@@ -247,7 +302,7 @@ T* map_shared() {
   return p == MAP_FAILED ? nullptr : static_cast<T*>(p);
 }
 
-enum class Kind { kShmcoord, kPthread, kTick };
+enum class Kind { kShmcoord, kPthread, kAnchor, kTick };
 
 // Rounds per child: enough to run ~0.2 s or more for the futex barriers, while
 // the tick barrier manages ~100 rounds/s at best.
@@ -274,6 +329,13 @@ void BM_Barrier(benchmark::State& state) {
         s = run_forked(procs, rounds, [b](int) { return std::make_unique<PthreadBarrier>(b); });
         pthread_barrier_destroy(b);
         ::munmap(b, sizeof *b);
+      }
+    } else if constexpr (kKind == Kind::kAnchor) {
+      auto* w = map_shared<AnchorWords>();
+      if (w) {
+        *w = AnchorWords{0, 0, 0};
+        s = run_forked(procs, rounds, [w, procs](int) { return std::make_unique<AnchorBarrier>(w, procs); });
+        ::munmap(w, sizeof *w);
       }
     } else {
       auto* c = map_shared<TickCounters>();
@@ -308,6 +370,7 @@ void barrier_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Barrier<Kind::kShmcoord>)->Name("barrier/shmcoord")->Apply(barrier_args);
 BENCHMARK(BM_Barrier<Kind::kPthread>)->Name("barrier/pthread")->Apply(barrier_args);
+BENCHMARK(BM_Barrier<Kind::kAnchor>)->Name("barrier/futex_anchor")->Apply(barrier_args);
 BENCHMARK(BM_Barrier<Kind::kTick>)
     ->Name("barrier/tick7ms")
     ->ArgName("procs")
