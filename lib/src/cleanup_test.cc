@@ -429,6 +429,7 @@ uid_t shm_owner(const std::string& shm_name) {
 
 TEST_F(CleanupTest, RootCleanupInAnotherUsersRegistryKeepsLiveJobsAndThatUsersInitLock) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  ::chmod(ns.lock_dir.c_str(), 01777);  // shared like /tmp (a lock dir nobody can list fails every acquire)
   testing::ShmTest::Gate g;
   // uid 65534 starts first: the registry, init lock and leases file are its own.
   auto& nobody = fork_child([&](int out) {
@@ -503,6 +504,7 @@ TEST_F(CleanupTest, RootCleanupInAnotherUsersRegistryKeepsLiveJobsAndThatUsersIn
 // prefix names, saying why, and still judges what it can.
 TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSayingWhy) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  ::chmod(ns.lock_dir.c_str(), 01777);  // shared like /tmp
   testing::ShmTest::Gate g;
   auto& nobody = fork_child([&](int out) {
     if (auto e = become_nobody(); !e.empty()) {
@@ -511,7 +513,7 @@ TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSay
     }
     // Its own init lock and leases file (a standalone barrier of its own), and
     // a prefix name it cannot know the state of once root owns the registry.
-    auto b = Barrier::attach(ns, "nobody.barrier", 2);
+    auto b = Barrier::attach(ns, "nobody-barrier", 2);
     if (!b) {
       report(out, b.error().to_string());
       return 1;
@@ -540,7 +542,7 @@ TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSay
                      "registry is owned by uid 0 and cannot be opened: Permission denied)"),
             std::string::npos)
       << rep;
-  EXPECT_NE(rep.find("kept /" + ns.root + "nobody.barrier (barrier"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("kept /" + ns.root + "nobody-barrier (barrier"), std::string::npos) << rep;
   EXPECT_NE(rep.find("skipped /" + ns.root + "000000_shard_states (prefix 0: cannot be judged"), std::string::npos) << rep;
   EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << rep;
   EXPECT_FALSE(testing::shm_names_with(ns.root + "000000_shard_states").empty()) << rep;
@@ -561,16 +563,16 @@ TEST_F(CleanupTest, NeverRemovesSegmentsOfAnotherLibraryVersion) {
     ::close(fd);
   };
   make_versioned("registry", records::kRegistryMagic, sizeof(records::RegistryLayout) + 4096);
-  make_versioned("job.barrier", records::kBarrierMagic, sizeof(records::BarrierLayout) + 64);
+  make_versioned("job-barrier", records::kBarrierMagic, sizeof(records::BarrierLayout) + 64);
   make_segment(ns.shm_name("000003_shard_states"), 64);
   auto rep = clean_stale(ns);
   ASSERT_TRUE(rep) << rep.error().to_string();
   EXPECT_TRUE(listed(rep->skipped, "registry")) << rep->to_string();
-  EXPECT_TRUE(listed(rep->skipped, "job.barrier")) << rep->to_string();
+  EXPECT_TRUE(listed(rep->skipped, "job-barrier")) << rep->to_string();
   EXPECT_TRUE(listed(rep->skipped, "000003_shard_states")) << rep->to_string();
   EXPECT_TRUE(rep->removed.empty()) << rep->to_string();
   EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty());
-  EXPECT_FALSE(testing::shm_names_with(ns.root + "job.barrier").empty());
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "job-barrier").empty());
   EXPECT_FALSE(testing::shm_names_with(ns.root + "000003_shard_states").empty());
   auto reg = Registry::open(ns);
   ASSERT_FALSE(reg);

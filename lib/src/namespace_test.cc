@@ -45,6 +45,17 @@ TEST(Namespace, NestedRootsAreValidButARootEndingInInitIsNot) {
   EXPECT_FALSE(validate_root(".."));
 }
 
+TEST(Namespace, SuffixesOfTheNamespaceAreDotFreeAndNeverItsOwnObjects) {
+  EXPECT_TRUE(Namespace::valid_suffix("000003_barrier"));
+  EXPECT_TRUE(Namespace::valid_suffix("standalone-barrier_1"));
+  EXPECT_FALSE(Namespace::valid_suffix(""));
+  EXPECT_FALSE(Namespace::valid_suffix("b.registry"));
+  EXPECT_FALSE(Namespace::valid_suffix("init.lock"));
+  EXPECT_FALSE(Namespace::valid_suffix("registry"));
+  EXPECT_FALSE(Namespace::valid_suffix("leases"));
+  EXPECT_FALSE(Namespace::valid_suffix("a/b"));
+}
+
 // Every shm object would also be a "lock file": cleanup flock-tested the live
 // registry and leases file, found them unheld and unlinked both.
 TEST(Namespace, LockDirThatIsTheShmDirIsRefused) {

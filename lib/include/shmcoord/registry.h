@@ -42,6 +42,8 @@
 //   every rank).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -76,6 +78,7 @@ struct Lease {
   int prefix = -1;
   std::uint64_t serial = 0;  // distinguishes this claim from later reuse of the prefix
   int local_rank = -1;
+  pid_t pid = 0;             // the process that acquired it (0: unknown); only it may release it
 };
 
 struct SlotInfo {
