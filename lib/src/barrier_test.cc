@@ -789,6 +789,34 @@ TEST_F(BarrierTest, RefusedAttacherKilledInsideTheLockLeavesALiveBarrierWhole) {
   EXPECT_EQ(read_line(p1), "ok");
 }
 
+// 9. The same for a cleanup killed while it judges a live barrier under its
+// lock: its death is no participant's.
+TEST_F(BarrierTest, CleanupKilledInsideALiveBarriersLockLeavesItWhole) {
+  BarrierOptions o = opt(5000ms);
+  o.liveness_interval = 20ms;
+  auto p1 = Barrier::attach(ns, "b", 2, o);
+  ASSERT_TRUE(p1);
+  auto& cleaner = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/cleanup/barrier-locked", 1, nullptr, 0);
+    (void)clean_stale(ns);
+    return 0;
+  });
+  EXPECT_EQ(wait_child(cleaner), 128 + SIGKILL);
+  auto& p2 = fork_child([&](int out) {
+    // Its first liveness check takes the lock the cleanup died in.
+    if (!failpoint::set_pause_spec("crash/barrier/wait/check-locked:1").empty()) return 2;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    report(out, b ? outcome(b->wait()) : "attach " + b.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(p2)) << read_line(p2);
+  ::kill(p2.pid, SIGCONT);
+  auto r = p1->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(p2), "ok");
+}
+
 // 10. The first attacher of a new barrier killed before its seat was written:
 // the barrier was broken with no seat used, never stale, unusable until a cleanup.
 TEST_F(BarrierTest, FirstAttacherKilledBeforeItsSeatIsWrittenLeavesTheNameUsable) {

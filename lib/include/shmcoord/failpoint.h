@@ -62,7 +62,7 @@ inline constexpr Point kPoints[] = {
     {"crash/registry/after-size", Kind::kWindow, "registry sized, not initialised or published (init lock held)"},
     {"crash/barrier/after-create", Kind::kWindow, "barrier created, not sized (init lock held)"},
     {"crash/barrier/after-size", Kind::kWindow, "barrier sized, not initialised or published (init lock held)"},
-    // Names outside the registry, the init lock, the leases file, mutexes.
+    // Names outside the registry, the init lock, the leases file, the locks.
     {"shm/stale/open", Kind::kSyscall, "opening a stale segment to check it is no other layout version's before removing it"},
     {"shm/stale/unlink", Kind::kSyscall, "removing a stale prefix segment (sweep, claim, cleanup)"},
     {"shm/dir/list", Kind::kSyscall, "listing /dev/shm"},
