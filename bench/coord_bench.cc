@@ -153,7 +153,7 @@ class ShmcoordBarrier {
   static std::unique_ptr<ShmcoordBarrier> attach(int procs) {
     shmcoord::BarrierOptions opt;
     opt.timeout = std::chrono::milliseconds(30000);
-    auto b = shmcoord::Barrier::attach(g_ns, "bench.barrier", procs, opt);
+    auto b = shmcoord::Barrier::attach(g_ns, "bench-barrier", procs, opt);
     if (!b) return nullptr;
     return std::unique_ptr<ShmcoordBarrier>(new ShmcoordBarrier(std::move(*b)));
   }
@@ -404,7 +404,7 @@ void BM_BarrierDeathDetection(benchmark::State& state) {
         ::close(done[0]);
         shmcoord::BarrierOptions opt;
         opt.timeout = std::chrono::milliseconds(30000);
-        auto b = shmcoord::Barrier::attach(g_ns, "bench.death", procs, opt);
+        auto b = shmcoord::Barrier::attach(g_ns, "bench-death", procs, opt);
         if (!b) ::_exit(1);
         put_token(ready[1]);
         if (rank == procs - 1) {  // the victim: never enters

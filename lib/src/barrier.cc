@@ -371,7 +371,6 @@ Result<std::uint32_t> Barrier::wait() {
   if (I.detached) return fail(Code::kInvalidArgument, "wait() after detach()");
   BarrierLayout* b = I.b;
   std::atomic_ref<std::uint64_t> round(b->round);
-  const Deadline d = Deadline::after(I.opt.timeout);
   if (load(b->broken)) return std::unexpected(I.broken_error());
   // Fast path, no lock: one add both arrives and reads the round we entered
   // (a round cannot complete without our arrival). Seats are fixed, so
@@ -386,6 +385,9 @@ Result<std::uint32_t> Barrier::wait() {
     release_round(b, r);
     return gen;
   }
+  // The deadline counts from our arrival, read once we know we wait: the last
+  // arrival (the one that completes the round) reads no clock at all.
+  const Deadline d = Deadline::after(I.opt.timeout);
   auto released = [&] { return round_gen(round.load(std::memory_order_acquire)) != gen; };
   const WaitPlan plan = wait_plan(procs);
   for (int i = plan.spins; i > 0; --i) {

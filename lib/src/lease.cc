@@ -132,7 +132,8 @@ Status take_locked(const Namespace& ns, Entry& e) {
     }
     if (int e2 = failpoint::check("lease/lock")) return std::unexpected(sys_error("fcntl(F_SETLK)", name, e2));
     if (std::string why = locked_whole(fd->get(), name); !why.empty()) return fail(Code::kInUse, why);
-    const std::uint32_t start = static_cast<std::uint32_t>(random_u64() % kLeaseCells);
+    const std::uint64_t token = random_u64();  // also picks where the search for a free cell starts
+    const std::uint32_t start = static_cast<std::uint32_t>((token >> 17) % kLeaseCells);
     std::int64_t cell = -1;
     for (std::uint32_t i = 0; i < kLeaseCells && cell < 0; ++i) {
       std::uint32_t c = (start + i) % kLeaseCells;
@@ -149,7 +150,6 @@ Status take_locked(const Namespace& ns, Entry& e) {
       return fail(Code::kExhausted, "all " + std::to_string(kLeaseCells) + " lease cells of " + name + " are held");
     }
     failpoint::crash_window("crash/lease/locked");
-    const std::uint64_t token = random_u64();
     if (::pwrite(fd->get(), &token, sizeof token, static_cast<off_t>(cell) * kCellBytes) != sizeof token) {
       return std::unexpected(sys_error("pwrite", name, errno));
     }

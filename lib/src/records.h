@@ -93,7 +93,7 @@ struct RegistryHeader {
   std::uint32_t slot_count;
   std::uint32_t retired;  // set under the mutex before unlink: reopen by name
   std::uint32_t epoch;    // futex word: bumped on every slot change
-  std::uint32_t pad;
+  std::uint32_t epoch_waiters;  // ranks in (or entering) a futex wait on epoch: no wake syscall without one
   std::uint64_t next_serial;    // starts random: a rebuilt registry repeats no old claim
   std::uint64_t last_sweep_ns;  // CLOCK_MONOTONIC of the last full liveness sweep
   LockWord lock;

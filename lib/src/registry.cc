@@ -142,8 +142,13 @@ struct Core {
   RegistryLayout* L;
 
   void bump() {
-    std::atomic_ref<std::uint32_t>(L->h.epoch).fetch_add(1, std::memory_order_acq_rel);
-    sys::futex_wake_all(&L->h.epoch);
+    // Waiters raise epoch_waiters before FUTEX_WAIT and we bump epoch before
+    // reading it (both sequentially consistent): either we see the waiter, or
+    // its FUTEX_WAIT sees the new epoch. No waiter, no syscall.
+    std::atomic_ref<std::uint32_t>(L->h.epoch).fetch_add(1, std::memory_order_seq_cst);
+    if (std::atomic_ref<std::uint32_t>(L->h.epoch_waiters).load(std::memory_order_seq_cst) != 0) {
+      sys::futex_wake_all(&L->h.epoch);
+    }
   }
 
   // The previous owner died holding the lock: drop claims it was half-way
@@ -585,7 +590,10 @@ struct Registry::Impl {
       }
       failpoint::crash_window("crash/registry/wait-before-sleep");
       auto slice = d.passed() ? std::chrono::nanoseconds(kLockSlice) : std::min<std::chrono::nanoseconds>(kLivenessPoll, d.left());
+      std::atomic_ref<std::uint32_t> waiters(L->h.epoch_waiters);
+      waiters.fetch_add(1, std::memory_order_seq_cst);
       sys::futex_wait_for(&L->h.epoch, seen, slice);
+      waiters.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 };
