@@ -1,5 +1,10 @@
 // coord_bench: shmcoord's barrier, prefix registry and cleanup, measured against
-// the baselines they replace, in one run so the numbers sit side by side.
+// the baselines they replace, in one run so the numbers sit side by side:
+// glibc's process-shared pthread barrier (the floor), Streaming's 7 ms tick
+// barrier (what shmcoord replaced), and an anchor with no robustness at all
+// (what a lock, seats and death detection cost). Build it Release, with
+// -DSHMCOORD_FAILPOINTS=OFF to measure the library users ship (failpoints are
+// test instrumentation: ~100 ns per window passed).
 //
 // Barriers are measured across real processes (fork), because a barrier whose
 // participants share an address space skips exactly the costs that matter here
@@ -304,9 +309,16 @@ T* map_shared() {
 
 enum class Kind { kShmcoord, kPthread, kAnchor, kTick };
 
-// Rounds per child: enough to run ~0.2 s or more for the futex barriers, while
-// the tick barrier manages ~100 rounds/s at best.
-int rounds_for(Kind kind, int procs) { return kind == Kind::kTick ? 20 : 40000 / procs; }
+// Rounds per child: enough to run ~0.1 s or more for the futex barriers (at 2
+// processes the anchor crosses a round in ~70 ns: a short run would measure
+// one preemption), while the tick barrier manages ~100 rounds/s at best.
+int rounds_for(Kind kind, int procs) {
+  switch (kind) {
+    case Kind::kTick: return 20;
+    case Kind::kPthread: return 40000 / procs;
+    default: return 400000 / procs;
+  }
+}
 
 template <Kind kKind>
 void BM_Barrier(benchmark::State& state) {
@@ -362,15 +374,22 @@ void BM_Barrier(benchmark::State& state) {
   }
 }
 
-// Three runs each: one fork run is a single sample, and scheduling on a small
-// machine varies from run to run.
-void barrier_args(benchmark::internal::Benchmark* b) {
-  b->ArgName("procs")->Arg(2)->Arg(4)->Arg(8)->Iterations(3)->UseManualTime()->Unit(
-      benchmark::kMillisecond);
+// Five runs each, reported as mean, median and spread (read the median): one
+// fork run is a single sample, and scheduling on a small machine varies from
+// run to run. Registered in main() interleaved by process count (shmcoord,
+// pthread, anchor at 2, then at 4, then at 8), so a noisy stretch of the
+// machine hits all three of one count alike.
+void register_barriers() {
+  for (int procs : {2, 4, 8}) {
+    auto args = [procs](benchmark::internal::Benchmark* b) {
+      b->ArgName("procs")->Arg(procs)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->UseManualTime()->Unit(
+          benchmark::kMillisecond);
+    };
+    args(benchmark::RegisterBenchmark("barrier/shmcoord", BM_Barrier<Kind::kShmcoord>));
+    args(benchmark::RegisterBenchmark("barrier/pthread", BM_Barrier<Kind::kPthread>));
+    args(benchmark::RegisterBenchmark("barrier/futex_anchor", BM_Barrier<Kind::kAnchor>));
+  }
 }
-BENCHMARK(BM_Barrier<Kind::kShmcoord>)->Name("barrier/shmcoord")->Apply(barrier_args);
-BENCHMARK(BM_Barrier<Kind::kPthread>)->Name("barrier/pthread")->Apply(barrier_args);
-BENCHMARK(BM_Barrier<Kind::kAnchor>)->Name("barrier/futex_anchor")->Apply(barrier_args);
 BENCHMARK(BM_Barrier<Kind::kTick>)
     ->Name("barrier/tick7ms")
     ->ArgName("procs")
@@ -530,6 +549,8 @@ BENCHMARK(BM_AcquireRelease)
     ->Arg(10)
     ->Arg(100)
     ->MinTime(0.2)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMicrosecond);
 
 // --- cleanup -----------------------------------------------------------------
@@ -587,6 +608,7 @@ int main(int argc, char** argv) {
   if (::mkdtemp(dir) == nullptr) return 1;
   g_ns.root = "shmbench." + std::to_string(::getpid()) + ".";
   g_ns.lock_dir = dir;
+  register_barriers();
   benchmark::Initialize(&argc, argv);
   int rc = 0;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) {

@@ -89,11 +89,18 @@ void wake(BarrierLayout* b) {
 }
 
 // Completes round `gen` from the round word `full` (every seat arrived). Only
-// one release succeeds; the others find the generation already moved on.
+// one release succeeds; the others find the generation already moved on. A
+// release needs no `seq` bump unless someone sleeps: a sleeper raises
+// `waiters` and then looks at the round word again before FUTEX_WAIT (all
+// sequentially consistent), so either we see it and wake it, or it sees the
+// new generation. (Breaks and departures, which change no generation, always
+// bump `seq`: wake().)
 void release_round(BarrierLayout* b, std::uint64_t full) {
   if (std::atomic_ref<std::uint64_t>(b->round).compare_exchange_strong(full, next_round(round_gen(full)),
-                                                                       std::memory_order_acq_rel)) {
-    wake(b);
+                                                                       std::memory_order_seq_cst) &&
+      std::atomic_ref<std::uint32_t>(b->waiters).load(std::memory_order_seq_cst) != 0) {
+    std::atomic_ref<std::uint32_t>(b->seq).fetch_add(1, std::memory_order_seq_cst);
+    sys::futex_wake_all(&b->seq);
   }
 }
 
@@ -378,16 +385,14 @@ Result<std::uint32_t> Barrier::wait() {
   const std::uint64_t r = round.fetch_add(1, std::memory_order_acq_rel) + 1;
   const std::uint32_t gen = round_gen(r);
   failpoint::crash_window("crash/barrier/wait/after-enter");  // counted, not yet marked: peers see a death
-  store64(b->parts[I.slot].arrived_mark, mark_of(gen));
   const std::uint32_t procs = load(b->num_procs);
   if (round_arrived(r) >= procs) {
-    failpoint::crash_window("crash/barrier/wait/before-release");  // all marked, round not released
+    // The last arrival releases at once; its mark is never read (a round
+    // everyone entered is released, whoever dies in it).
+    failpoint::crash_window("crash/barrier/wait/before-release");  // all counted, round not released
     release_round(b, r);
     return gen;
   }
-  // The deadline counts from our arrival, read once we know we wait: the last
-  // arrival (the one that completes the round) reads no clock at all.
-  const Deadline d = Deadline::after(I.opt.timeout);
   auto released = [&] { return round_gen(round.load(std::memory_order_acquire)) != gen; };
   const WaitPlan plan = wait_plan(procs);
   for (int i = plan.spins; i > 0; --i) {
@@ -408,6 +413,15 @@ Result<std::uint32_t> Barrier::wait() {
   };
   auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::min<std::chrono::milliseconds>(I.opt.liveness_interval, std::chrono::hours(1)));
+  // The deadline counts from here, when the wait starts to sleep: no clock is
+  // read on the way to a round that completes within the spins and yields
+  // (at most ~16 scheduler yields after the call, so well inside a liveness
+  // interval). Our arrival's mark, which only the liveness checks of waiters
+  // that slept a whole interval read, is written here too, off the path of a
+  // round that completes at once. (Dying before it is written, we are taken
+  // for one that never entered: the barrier breaks all the same.)
+  const Deadline d = Deadline::after(I.opt.timeout);
+  store64(b->parts[I.slot].arrived_mark, mark_of(gen));
   for (bool first = true;; first = false) {
     const std::uint32_t seen = load(b->seq);
     if (released()) return gen;
@@ -420,7 +434,8 @@ Result<std::uint32_t> Barrier::wait() {
     auto slice = std::min<std::chrono::nanoseconds>(interval, d.left());
     std::atomic_ref<std::uint32_t> waiters(b->waiters);
     waiters.fetch_add(1, std::memory_order_seq_cst);
-    sys::futex_wait_for(&b->seq, seen, slice);
+    // A release that missed our `waiters` bumps no `seq`: look once more.
+    if (round_gen(round.load(std::memory_order_seq_cst)) == gen) sys::futex_wait_for(&b->seq, seen, slice);
     waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (released()) return gen;
     // Everyone entered, nobody released: the releaser is stopped or died

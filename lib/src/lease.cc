@@ -16,6 +16,9 @@
 #include "sys.h"
 
 namespace shmcoord {
+
+std::atomic<std::uint64_t> g_fork_generation{0};
+
 namespace {
 
 constexpr off_t kCellBytes = 8;
@@ -31,7 +34,6 @@ struct Entry {
 
 std::mutex g_mu;
 std::map<std::string, Entry> g_leases;  // by namespace root
-std::atomic<std::uint64_t> g_fork_generation{0};
 
 // A forked child inherits our fds but none of our record locks: right after
 // fork it closes the inherited lease fds (dropping only its own locks: none)
@@ -165,8 +167,6 @@ Status take_locked(const Namespace& ns, Entry& e) {
 }
 
 }  // namespace
-
-std::uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
 
 Result<LeaseRef> LeaseRef::take(const Namespace& ns, Deadline d) {
   for (int attempt = 0;; ++attempt) {

@@ -31,6 +31,7 @@
 //   changes in the child, so handles can tell they were inherited.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -47,7 +48,8 @@ inline constexpr std::uint32_t kLeaseCells = 16384;  // concurrent lease holders
 
 // Bumped in every child right after fork(): a handle that recorded another
 // value was inherited, and must not act for the process that made it.
-std::uint64_t fork_generation();
+extern std::atomic<std::uint64_t> g_fork_generation;
+inline std::uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
 
 // The identity a lock records for its holder: the lease's cell and 48 bits
 // of its token, in one word that a compare-and-swap can take (lease_lock.h).

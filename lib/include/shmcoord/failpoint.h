@@ -104,7 +104,7 @@ inline constexpr Point kPoints[] = {
     {"crash/barrier/attach/half-reset", Kind::kWindow, "a stale barrier's seats cleared, its counters not yet (lock held)"},
     {"crash/barrier/attach/locked", Kind::kWindow, "a seat chosen, the participant not yet written (lock held)"},
     {"crash/barrier/wait/after-enter", Kind::kWindow, "arrival counted, not yet marked as arrived"},
-    {"crash/barrier/wait/before-release", Kind::kWindow, "the last arrival, every arrival marked, round not yet released"},
+    {"crash/barrier/wait/before-release", Kind::kWindow, "the last arrival counted, round not yet released (a survivor releases it)"},
     {"crash/barrier/wait/before-sleep", Kind::kWindow, "arrived, before the futex wait"},
     {"crash/barrier/wait/check-locked", Kind::kWindow, "a waiter's liveness check holds the barrier lock"},
     {"crash/barrier/break-half-written", Kind::kWindow, "a break reason written, the broken flag not yet set (lock held)"},
