@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "names.h"
 #include "records.h"
@@ -710,6 +711,55 @@ TEST_F(RegistryTest, LongFailureReasonStaysValidUtf8ForEveryRank) {
     EXPECT_EQ(read_line(r1), l.error().message) << "every rank reports the same reason";
     wait_child(r1);
   }
+}
+
+// The registry lock's holder is a lease, which all threads of a process
+// share: threads of one process still take it in turn (one waits while the
+// lock names its own lease), and their jobs get distinct prefixes.
+TEST_F(RegistryTest, ThreadsOfOneProcessTakeTheRegistryLockInTurn) {
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg);
+  constexpr int kThreads = 4, kEach = 25;
+  std::vector<std::vector<Lease>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          auto l = reg->acquire(job("t" + std::to_string(t) + "-" + std::to_string(i), 0, 1));
+          if (!l) {
+            errors[t] = l.error().to_string();
+            return;
+          }
+          got[t].push_back(*l);
+        }
+      });
+    }
+  }
+  std::set<int> all;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[t], "") << "thread " << t;
+    for (const Lease& l : got[t]) EXPECT_TRUE(all.insert(l.prefix).second) << "prefix " << l.prefix << " granted twice";
+  }
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kEach));
+  for (const auto& leases : got) {
+    for (const Lease& l : leases) EXPECT_TRUE(reg->release(l));
+  }
+}
+
+// A lock dir that cannot be listed (here: not a directory) hides lock files a
+// previous user may have left: no prefix is granted blind.
+TEST_F(RegistryTest, AcquireWithALockDirThatCannotBeListedFailsNamingIt) {
+  Namespace odd = ns;
+  odd.lock_dir = ns.lock_dir / "not-a-dir";
+  ::close(::open(odd.lock_dir.c_str(), O_CREAT | O_WRONLY, 0600));
+  auto reg = Registry::open(odd);
+  ASSERT_TRUE(reg) << reg.error().to_string();
+  auto l = reg->acquire(job("j", 0, 1));
+  ASSERT_FALSE(l);
+  EXPECT_NE(l.error().message.find(odd.lock_dir.string()), std::string::npos) << l.error().message;
+  EXPECT_NE(l.error().message.find("Not a directory"), std::string::npos) << l.error().message;
 }
 
 // ---------------------------------------------------------------- issue 19
