@@ -1,5 +1,10 @@
 // coord_bench: shmcoord's barrier, prefix registry and cleanup, measured against
-// the baselines they replace, in one run so the numbers sit side by side.
+// the baselines they replace, in one run so the numbers sit side by side:
+// glibc's process-shared pthread barrier (the floor), Streaming's 7 ms tick
+// barrier (what shmcoord replaced), and an anchor with no robustness at all
+// (what a lock, seats and death detection cost). Build it Release, with
+// -DSHMCOORD_FAILPOINTS=OFF to measure the library users ship (failpoints are
+// test instrumentation: ~100 ns per window passed).
 //
 // Barriers are measured across real processes (fork), because a barrier whose
 // participants share an address space skips exactly the costs that matter here
@@ -12,9 +17,12 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +30,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -149,7 +158,7 @@ class ShmcoordBarrier {
   static std::unique_ptr<ShmcoordBarrier> attach(int procs) {
     shmcoord::BarrierOptions opt;
     opt.timeout = std::chrono::milliseconds(30000);
-    auto b = shmcoord::Barrier::attach(g_ns, "bench.barrier", procs, opt);
+    auto b = shmcoord::Barrier::attach(g_ns, "bench-barrier", procs, opt);
     if (!b) return nullptr;
     return std::unique_ptr<ShmcoordBarrier>(new ShmcoordBarrier(std::move(*b)));
   }
@@ -171,6 +180,57 @@ class PthreadBarrier {
 
  private:
   pthread_barrier_t* b_;
+};
+
+// The anchor: what a barrier costs with no robustness at all. A generation
+// counter and an arrival counter in shared memory, one atomic add to arrive,
+// the last arrival resets the count, bumps the generation and wakes; no lock,
+// no seats, no death detection, no deadline. It waits the way shmcoord does
+// (spin while every participant can run at once, then a few yields, then a
+// futex sleep that the releaser skips waking when nobody sleeps), so the ratio
+// shmcoord / anchor is what robustness costs, not a different waiting policy.
+struct AnchorWords {
+  std::uint32_t arrived;
+  std::uint32_t generation;  // futex word
+  std::uint32_t sleepers;
+};
+
+class AnchorBarrier {
+ public:
+  AnchorBarrier(AnchorWords* w, int procs) : w_(w), procs_(static_cast<std::uint32_t>(procs)) {}
+  bool cross() {
+    std::atomic_ref<std::uint32_t> gen(w_->generation), arrived(w_->arrived), sleepers(w_->sleepers);
+    const std::uint32_t g = gen.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == procs_) {
+      arrived.store(0, std::memory_order_relaxed);
+      gen.store(g + 1, std::memory_order_seq_cst);
+      if (sleepers.load(std::memory_order_seq_cst) != 0) {
+        ::syscall(SYS_futex, &w_->generation, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+      }
+      return true;
+    }
+    static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    for (int i = procs_ <= cpus ? 1000 : 0; i > 0; --i) {
+      if (gen.load(std::memory_order_acquire) != g) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    for (int i = 16; i > 0; --i) {
+      if (gen.load(std::memory_order_acquire) != g) return true;
+      sched_yield();
+    }
+    while (gen.load(std::memory_order_acquire) == g) {
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      ::syscall(SYS_futex, &w_->generation, FUTEX_WAIT, g, nullptr, nullptr, 0);
+      sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    return true;
+  }
+
+ private:
+  AnchorWords* w_;
+  std::uint32_t procs_;
 };
 
 // The barrier shmcoord replaces: MosaicML Streaming's original SharedBarrier.
@@ -247,11 +307,18 @@ T* map_shared() {
   return p == MAP_FAILED ? nullptr : static_cast<T*>(p);
 }
 
-enum class Kind { kShmcoord, kPthread, kTick };
+enum class Kind { kShmcoord, kPthread, kAnchor, kTick };
 
-// Rounds per child: enough to run ~0.2 s or more for the futex barriers, while
-// the tick barrier manages ~100 rounds/s at best.
-int rounds_for(Kind kind, int procs) { return kind == Kind::kTick ? 20 : 40000 / procs; }
+// Rounds per child: enough to run ~0.1 s or more for the futex barriers (at 2
+// processes the anchor crosses a round in ~70 ns: a short run would measure
+// one preemption), while the tick barrier manages ~100 rounds/s at best.
+int rounds_for(Kind kind, int procs) {
+  switch (kind) {
+    case Kind::kTick: return 20;
+    case Kind::kPthread: return 40000 / procs;
+    default: return 400000 / procs;
+  }
+}
 
 template <Kind kKind>
 void BM_Barrier(benchmark::State& state) {
@@ -274,6 +341,13 @@ void BM_Barrier(benchmark::State& state) {
         s = run_forked(procs, rounds, [b](int) { return std::make_unique<PthreadBarrier>(b); });
         pthread_barrier_destroy(b);
         ::munmap(b, sizeof *b);
+      }
+    } else if constexpr (kKind == Kind::kAnchor) {
+      auto* w = map_shared<AnchorWords>();
+      if (w) {
+        *w = AnchorWords{0, 0, 0};
+        s = run_forked(procs, rounds, [w, procs](int) { return std::make_unique<AnchorBarrier>(w, procs); });
+        ::munmap(w, sizeof *w);
       }
     } else {
       auto* c = map_shared<TickCounters>();
@@ -300,14 +374,22 @@ void BM_Barrier(benchmark::State& state) {
   }
 }
 
-// Three runs each: one fork run is a single sample, and scheduling on a small
-// machine varies from run to run.
-void barrier_args(benchmark::internal::Benchmark* b) {
-  b->ArgName("procs")->Arg(2)->Arg(4)->Arg(8)->Iterations(3)->UseManualTime()->Unit(
-      benchmark::kMillisecond);
+// Five runs each, reported as mean, median and spread (read the median): one
+// fork run is a single sample, and scheduling on a small machine varies from
+// run to run. Registered in main() interleaved by process count (shmcoord,
+// pthread, anchor at 2, then at 4, then at 8), so a noisy stretch of the
+// machine hits all three of one count alike.
+void register_barriers() {
+  for (int procs : {2, 4, 8}) {
+    auto args = [procs](benchmark::internal::Benchmark* b) {
+      b->ArgName("procs")->Arg(procs)->Iterations(1)->Repetitions(5)->ReportAggregatesOnly(true)->UseManualTime()->Unit(
+          benchmark::kMillisecond);
+    };
+    args(benchmark::RegisterBenchmark("barrier/shmcoord", BM_Barrier<Kind::kShmcoord>));
+    args(benchmark::RegisterBenchmark("barrier/pthread", BM_Barrier<Kind::kPthread>));
+    args(benchmark::RegisterBenchmark("barrier/futex_anchor", BM_Barrier<Kind::kAnchor>));
+  }
 }
-BENCHMARK(BM_Barrier<Kind::kShmcoord>)->Name("barrier/shmcoord")->Apply(barrier_args);
-BENCHMARK(BM_Barrier<Kind::kPthread>)->Name("barrier/pthread")->Apply(barrier_args);
 BENCHMARK(BM_Barrier<Kind::kTick>)
     ->Name("barrier/tick7ms")
     ->ArgName("procs")
@@ -341,7 +423,7 @@ void BM_BarrierDeathDetection(benchmark::State& state) {
         ::close(done[0]);
         shmcoord::BarrierOptions opt;
         opt.timeout = std::chrono::milliseconds(30000);
-        auto b = shmcoord::Barrier::attach(g_ns, "bench.death", procs, opt);
+        auto b = shmcoord::Barrier::attach(g_ns, "bench-death", procs, opt);
         if (!b) ::_exit(1);
         put_token(ready[1]);
         if (rank == procs - 1) {  // the victim: never enters
@@ -467,6 +549,8 @@ BENCHMARK(BM_AcquireRelease)
     ->Arg(10)
     ->Arg(100)
     ->MinTime(0.2)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMicrosecond);
 
 // --- cleanup -----------------------------------------------------------------
@@ -524,6 +608,7 @@ int main(int argc, char** argv) {
   if (::mkdtemp(dir) == nullptr) return 1;
   g_ns.root = "shmbench." + std::to_string(::getpid()) + ".";
   g_ns.lock_dir = dir;
+  register_barriers();
   benchmark::Initialize(&argc, argv);
   int rc = 0;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) {

@@ -4,9 +4,9 @@
 Each seed is one selector byte (records_fuzz.cc's Decoder enum) followed by a
 record that its decoder accepts, so the fuzzer starts from the valid shapes
 instead of having to discover magic numbers and nested lengths. Layouts are
-those of lib/src/records.h (layout version 2) on x86-64 Linux
-(pthread_mutex_t is 40 bytes); a seed that drifts from the layout only makes a
-weaker seed, never a wrong test.
+those of lib/src/records.h (layout version 3) on x86-64 Linux (a LockWord is
+16 bytes: owner u64, seq u32, waiters u32); a seed that drifts from the layout
+only makes a weaker seed, never a wrong test.
 
 Usage: python3 lib/fuzz/make_corpus.py   (rewrites the corpus; run from anywhere)
 """
@@ -18,14 +18,15 @@ REGISTRY_PADDED, REGISTRY_RAW, SLOT, BARRIER_PADDED, BARRIER_RAW, DIRS, LEGACY, 
 
 REGISTRY_MAGIC = 0x31474552434D4853  # "SHMCREG1"
 BARRIER_MAGIC = 0x31524142434D4853  # "SHMCBAR1"
-VERSION = 2
-MUTEX = bytes(40)
+VERSION = 3
+LOCK = struct.pack("<QII", 0, 5, 0)
 MAX_RANKS, SLOTS = 64, 256
 JOB_KEY_MAX, REASON_MAX, DIR_BLOB = 128, 256, 4096
 OWNER_SIZE = 32  # pid, lease cell, lease token, start time, pid namespace
 SLOT_SIZE = 24 + JOB_KEY_MAX + MAX_RANKS * (OWNER_SIZE + 8) + REASON_MAX + DIR_BLOB  # 7064
-REGISTRY_SIZE = 88 + SLOTS * SLOT_SIZE
-BARRIER_SIZE = 88 + REASON_MAX + MAX_RANKS * (OWNER_SIZE + 8)  # 2904
+PART_SIZE = OWNER_SIZE + 16  # owner, state, pad, 64-bit arrival mark
+REGISTRY_SIZE = 64 + SLOTS * SLOT_SIZE  # 1808448
+BARRIER_SIZE = 64 + REASON_MAX + MAX_RANKS * PART_SIZE  # 3392
 
 
 def owner(pid: int, cell: int, token: int) -> bytes:
@@ -46,7 +47,7 @@ def dir_blob(dirs) -> bytes:
 
 
 def registry_header() -> bytes:
-    return struct.pack("<QIIIIIIQQ", REGISTRY_MAGIC, VERSION, REGISTRY_SIZE, SLOTS, 0, 3, 0, 9, 123456789) + MUTEX
+    return struct.pack("<QIIIIIIQQ", REGISTRY_MAGIC, VERSION, REGISTRY_SIZE, SLOTS, 0, 3, 0, 9, 123456789) + LOCK
 
 
 def slot(state: int, reason: str) -> bytes:
@@ -60,9 +61,10 @@ def slot(state: int, reason: str) -> bytes:
 
 
 def barrier(broken: bool, full: bool) -> bytes:
-    rec = struct.pack("<QIIIIIIIIII", BARRIER_MAGIC, VERSION, BARRIER_SIZE, 0, 3, 41, 1, 8 if broken else 0, 77, 1, 0)
-    rec += MUTEX + cstr("participant 2 (pid 99) died" if broken else "", REASON_MAX)
-    rec += owner(1234, 3, 0xFEED) + struct.pack("<II", 1, 42) + owner(1235, 4, 0xBEEF) + struct.pack("<II", 2, 41)
+    # magic, version, layout size, retired, num_procs, round (generation 41, 1 arrived), broken, seq, waiters, claim
+    rec = struct.pack("<QIIIIQIIII", BARRIER_MAGIC, VERSION, BARRIER_SIZE, 0, 3, 41 << 32 | 1, 8 if broken else 0, 77, 1, 0)
+    rec += LOCK + cstr("participant 2 (pid 99) died" if broken else "", REASON_MAX)
+    rec += owner(1234, 3, 0xFEED) + struct.pack("<IIQ", 1, 0, 42) + owner(1235, 4, 0xBEEF) + struct.pack("<IIQ", 2, 0, 41)
     if full:
         rec += bytes(BARRIER_SIZE - len(rec))
     return rec

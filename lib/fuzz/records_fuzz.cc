@@ -142,7 +142,7 @@ void fuzz_slot(const std::uint8_t* p, std::size_t n) {
 void check_barrier(const BarrierLayout& b, const char* why) {
   check_reason(why);
   if (why != nullptr) return;
-  check(b.num_procs >= 1 && b.num_procs <= kMaxRanks && b.arrived <= b.num_procs);
+  check(b.num_procs >= 1 && b.num_procs <= kMaxRanks && round_arrived(b.round) <= b.num_procs);
   if (b.broken) check(::strnlen(b.reason, kReasonMax) < kReasonMax);
   // Seats are parts[0, num_procs): the barrier only ever looks there.
   for (std::uint32_t i = 0; i < kMaxRanks; ++i) {

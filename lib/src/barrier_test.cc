@@ -4,9 +4,15 @@
 #include <fiu.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <optional>
 #include <set>
 
+#include "records.h"
+#include "shmcoord/cleanup.h"
 #include "shmcoord/failpoint.h"
+#include "shmcoord/registry.h"
 #include "test_util.h"
 
 namespace shmcoord {
@@ -157,9 +163,14 @@ TEST_F(BarrierTest, ParticipantKilledAfterEnteringCompletesThatRoundThenBreaksTh
   EXPECT_NE(second.find("died before entering round 1"), std::string::npos) << second;
 }
 
+// A seated participant killed inside the barrier's lock (here in a liveness
+// check of its wait) breaks the barrier, naming it. (A process that dies in
+// the lock before its seat is written breaks nothing: issue 19 flaws 9, 10.)
 TEST_F(BarrierTest, ParticipantKilledHoldingTheLockBreaksTheBarrier) {
   auto& survivor = fork_child([&](int out) {
-    auto b = Barrier::attach(ns, "b", 2, opt(20000ms));
+    BarrierOptions o = opt(20000ms);
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 3, o);
     report(out, "in");
     report(out, outcome(b->wait()));
     return 0;
@@ -167,22 +178,29 @@ TEST_F(BarrierTest, ParticipantKilledHoldingTheLockBreaksTheBarrier) {
   ASSERT_EQ(read_line(survivor), "in");
   auto& victim = fork_child([&](int) {
     fiu_init(0);
-    fiu_enable("crash/barrier/attach/locked", 1, nullptr, 0);
-    (void)Barrier::attach(ns, "b", 2, opt());
+    fiu_enable("crash/barrier/wait/check-locked", 1, nullptr, 0);
+    BarrierOptions o = opt();
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 3, o);
+    if (b) (void)b->wait();  // the third never comes: its first check dies holding the lock
     return 0;
   });
   EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
   std::string r = read_line(survivor, 5000ms);
   EXPECT_EQ(r.rfind("broken:", 0), 0u) << r;
+  EXPECT_NE(r.find("participant 1"), std::string::npos) << "names the dead participant: " << r;
   EXPECT_NE(r.find("died holding the barrier lock"), std::string::npos) << r;
 }
 
-// The last to arrive died after every arrival was marked, before releasing the round.
-TEST_F(BarrierTest, ReleaserKilledBeforeReleasingTheRoundBreaksTheBarrier) {
+// The last to arrive died after every arrival was marked, before releasing
+// the round. Every participant entered the round, so leaving it is safe: a
+// survivor releases it, and the next round breaks naming the dead one.
+TEST_F(BarrierTest, ReleaserKilledBeforeReleasingTheRoundCompletesItAndBreaksTheNext) {
   auto& survivor = fork_child([&](int out) {
     if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
     auto b = Barrier::attach(ns, "b", 2, opt(20000ms));
     report(out, "in");
+    report(out, outcome(b->wait()));
     report(out, outcome(b->wait()));
     return 0;
   });
@@ -197,9 +215,10 @@ TEST_F(BarrierTest, ReleaserKilledBeforeReleasingTheRoundBreaksTheBarrier) {
     return 0;
   });
   EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  EXPECT_EQ(read_line(survivor, 5000ms), "ok");
   std::string r = read_line(survivor, 5000ms);
   EXPECT_EQ(r.rfind("broken:", 0), 0u) << r;
-  EXPECT_NE(r.find("died releasing round 0"), std::string::npos) << r;
+  EXPECT_NE(r.find("died before entering round 1"), std::string::npos) << r;
 }
 
 // A stopped participant is not dead: the others wait until their deadline.
@@ -563,6 +582,412 @@ TEST_F(BarrierTest, TooManyParticipantsIsAMismatch) {
     return 0;
   });
   EXPECT_EQ(read_line(other), "mismatch");
+}
+
+// ---------------------------------------------------------------- issue 19
+// The flaws a review found under the real process model: loader workers forked
+// from ranks, containers with colliding pids, exhaustion, retries, odd options.
+
+// 5. The kernel's robust-futex exit handling marks a robust mutex owner-died
+// when a thread dies *blocked* on it if the owner tid in the futex word equals
+// the dying thread's tid in its own namespace: a pid twin in another container
+// dying in the queue made the next locker break a barrier nobody had died in.
+TEST_F(BarrierTest, PidTwinDyingBlockedOnTheBarrierLockDoesNotBreakIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
+  auto& p = fork_child([&](int out) {
+    BarrierOptions o = opt(600ms);
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 3, o);
+    if (!b) return 2;
+    ::raise(SIGSTOP);  // (not a gate: the stopped holder below would keep a gate open)
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(p));
+  auto& a = fork_in_pid_namespace([&](int out) {
+    report(out, std::to_string(::getpid()));
+    if (!failpoint::set_pause_spec("crash/barrier/attach/after-lock:1").empty()) return 2;
+    (void)Barrier::attach(ns, "b", 3, opt());  // stops holding the barrier lock
+    return 0;
+  });
+  std::string got = read_line(a);
+  if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
+  ASSERT_EQ(got, "2");
+  ASSERT_EQ(read_line(a), "stopped");
+  testing::next_clock_tick();
+  auto& twin = fork_in_pid_namespace([&](int out) {
+    report(out, std::to_string(::getpid()));
+    (void)Barrier::attach(ns, "b", 3, opt(30000ms));  // blocks on the lock a holds
+    return 0;
+  });
+  ASSERT_EQ(read_line(twin), "2") << "the same tid as the lock holder";
+  const pid_t twin_outer = testing::first_child_of(twin.ns_init);
+  ASSERT_GT(twin_outer, 0);
+  ASSERT_TRUE(testing::wait_in_futex(twin_outer)) << "the twin never blocked on the lock";
+  ::kill(twin.ns_init, SIGKILL);  // the twin dies blocked on the lock
+  twin.ns_init = -1;
+  wait_child(twin);
+  ::kill(p.pid, SIGCONT);
+  std::string r = read_line(p);
+  EXPECT_EQ(r.rfind("timeout:", 0), 0u) << "the lock's holder is alive (stopped): " << r;
+  EXPECT_EQ(r.find("died holding the barrier lock"), std::string::npos) << r;
+}
+
+// 6. A barrier named like one of the namespace's own objects rebuilt the live
+// registry as a barrier ("registry" is no barrier of ours to create).
+TEST_F(BarrierTest, SuffixNamingTheNamespacesOwnObjectsOrCarryingADotIsRefused) {
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg);
+  JobSpec spec;
+  spec.job_key = "live";
+  spec.local_rank = 0;
+  spec.local_world_size = 1;
+  auto l = reg->acquire(spec);
+  ASSERT_TRUE(l) << l.error().to_string();
+  for (const char* suffix : {"registry", "leases", "init.lock", "b.c", ""}) {
+    auto b = Barrier::attach(ns, suffix, 1, opt(500ms));
+    ASSERT_FALSE(b) << "attached a barrier named '" << suffix << "'";
+    EXPECT_EQ(b.error().code, Code::kInvalidArgument) << suffix << ": " << b.error().message;
+  }
+  auto snap = reg->snapshot();
+  ASSERT_TRUE(snap) << snap.error().to_string();
+  ASSERT_EQ(snap->size(), 1u) << "the live registry lost its slot";
+  EXPECT_EQ((*snap)[0].job_key, "live");
+  ASSERT_TRUE(reg->release(*l));
+}
+
+#ifdef SHMCOORD_FAILPOINTS
+// 7. A wait whose lock failed (here EIO) returned with its arrival still
+// counted: retried, it counted twice and completed round 0 alone.
+TEST_F(BarrierTest, WaitRetriedAfterItsLockFailedNeverCompletesARoundAlone) {
+  auto peer = Barrier::attach(ns, "b", 2, opt(5000ms));  // attached, never enters
+  ASSERT_TRUE(peer);
+  auto& r = fork_child([&](int out) {
+    fiu_init(0);
+    static int calls = 0;  // the attach's lock works, every later one fails
+    fiu_enable_external("mutex/lock", 1, reinterpret_cast<void*>(EIO), 0,
+                        [](const char*, int*, void**, unsigned*) { return ++calls > 1 ? 1 : 0; });
+    BarrierOptions o = opt(400ms);
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    if (!b) return 2;
+    report(out, "first " + outcome(b->wait()));
+    fiu_disable("mutex/lock");
+    report(out, "retry " + outcome(b->wait()));
+    return 0;
+  });
+  std::string first = read_line(r);
+  EXPECT_EQ(first.rfind("first io:", 0), 0u) << first;
+  std::string retry = read_line(r);
+  EXPECT_EQ(retry.rfind("retry timeout:", 0), 0u) << "round 0 completed although participant 0 never entered it: "
+                                                  << retry;
+}
+
+// 7. The same abandoned arrival, not retried: the peer left round 0 on it,
+// although the wait that made it had failed ("did not happen").
+TEST_F(BarrierTest, PeerNeverCompletesARoundOnTheArrivalOfAFailedWait) {
+  testing::ShmTest::Gate hold;
+  auto& r = fork_child([&](int out) {
+    fiu_init(0);
+    static int calls = 0;
+    fiu_enable_external("mutex/lock", 1, reinterpret_cast<void*>(EIO), 0,
+                        [](const char*, int*, void**, unsigned*) { return ++calls > 1 ? 1 : 0; });
+    BarrierOptions o = opt(5000ms);
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    if (!b) return 2;
+    report(out, outcome(b->wait()));
+    hold.wait_go();  // alive, handling its error
+    return 0;
+  });
+  auto peer = Barrier::attach(ns, "b", 2, opt(300ms));
+  ASSERT_TRUE(peer);
+  std::string failed = read_line(r);
+  ASSERT_EQ(failed.rfind("io:", 0), 0u) << failed;
+  auto got = peer->wait();
+  EXPECT_FALSE(got) << "left round 0 on the arrival of a wait that failed";
+  if (!got) {
+    EXPECT_EQ(got.error().code, Code::kTimeout) << got.error().message;
+  }
+  hold.open_all();
+}
+#endif
+
+// 8. Loader workers fork from a rank that holds a seat: a worker's copy of the
+// Barrier, destroyed when it exits, detached the rank's seat (here: as the
+// last participant, it retired and unlinked the rank's barrier).
+TEST_F(BarrierTest, ForkedChildsCopyOfABarrierNeverActsForTheParent) {
+  auto& rank = fork_child([&](int out) {
+    std::optional<Barrier> b;
+    if (auto a = Barrier::attach(ns, "b", 2, opt(2000ms))) {
+      b.emplace(std::move(*a));
+    } else {
+      report(out, a.error().to_string());
+      return 1;
+    }
+    pid_t worker = ::fork();
+    if (worker == 0) {
+      auto w = b->wait();
+      auto d = b->detach();
+      std::string got = std::string(w ? "wait ok" : std::string(code_name(w.error().code)) + ": " + w.error().message) +
+                        " | " + (d ? "detach ok" : std::string(code_name(d.error().code)) + ": " + d.error().message);
+      report(out, got);
+      b.reset();  // the copy's destructor, as a worker's exit runs it
+      ::_exit(0);
+    }
+    int st = 0;
+    ::waitpid(worker, &st, 0);
+    report(out, "rank " + std::to_string(::getpid()));
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  const std::string worker = read_line(rank);
+  const std::string rank_pid = read_line(rank);
+  ASSERT_EQ(rank_pid.rfind("rank ", 0), 0u) << rank_pid;
+  EXPECT_EQ(worker.rfind("invalid-argument: ", 0), 0u) << worker;
+  EXPECT_NE(worker.find("pid " + rank_pid.substr(5)), std::string::npos) << "names the attaching pid: " << worker;
+  EXPECT_NE(worker.find("| invalid-argument: "), std::string::npos) << worker;
+  auto peer = Barrier::attach(ns, "b", 2, opt(2000ms));
+  ASSERT_TRUE(peer) << peer.error().to_string();
+  auto r = peer->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(rank), "ok");
+}
+
+// 9. Any EOWNERDEAD on the barrier's lock broke it: here a third attacher of
+// a full barrier (it would have been refused) killed inside the lock broke a
+// barrier whose participants were all alive.
+TEST_F(BarrierTest, RefusedAttacherKilledInsideTheLockLeavesALiveBarrierWhole) {
+  testing::ShmTest::Gate go;
+  auto& p1 = fork_child([&](int out) {
+    BarrierOptions o = opt(5000ms);
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    if (!b) return 2;
+    report(out, "in");
+    go.wait_go();  // the intruder is dead
+    // Its first liveness check holds the lock the intruder died in: stop there.
+    if (!failpoint::set_pause_spec("crash/barrier/wait/check-locked:1").empty()) return 3;
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  ASSERT_EQ(read_line(p1), "in");
+  auto p2 = Barrier::attach(ns, "b", 2, opt(5000ms));
+  ASSERT_TRUE(p2);
+  auto& intruder = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/barrier/attach/after-lock", 1, nullptr, 0);
+    (void)Barrier::attach(ns, "b", 2, opt());
+    return 0;
+  });
+  EXPECT_EQ(wait_child(intruder), 128 + SIGKILL);
+  go.open_all();
+  ASSERT_TRUE(wait_stopped(p1)) << "participant 0 never checked";
+  ::kill(p1.pid, SIGCONT);
+  auto r = p2->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(p1), "ok");
+}
+
+// 9. The same for a cleanup killed while it judges a live barrier under its
+// lock: its death is no participant's.
+TEST_F(BarrierTest, CleanupKilledInsideALiveBarriersLockLeavesItWhole) {
+  BarrierOptions o = opt(5000ms);
+  o.liveness_interval = 20ms;
+  auto p1 = Barrier::attach(ns, "b", 2, o);
+  ASSERT_TRUE(p1);
+  auto& cleaner = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/cleanup/barrier-locked", 1, nullptr, 0);
+    (void)clean_stale(ns);
+    return 0;
+  });
+  EXPECT_EQ(wait_child(cleaner), 128 + SIGKILL);
+  auto& p2 = fork_child([&](int out) {
+    // Its first liveness check takes the lock the cleanup died in.
+    if (!failpoint::set_pause_spec("crash/barrier/wait/check-locked:1").empty()) return 2;
+    auto b = Barrier::attach(ns, "b", 2, o);
+    report(out, b ? outcome(b->wait()) : "attach " + b.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(p2)) << read_line(p2);
+  ::kill(p2.pid, SIGCONT);
+  auto r = p1->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(p2), "ok");
+}
+
+// 10. The first attacher of a new barrier killed before its seat was written:
+// the barrier was broken with no seat used, never stale, unusable until a cleanup.
+TEST_F(BarrierTest, FirstAttacherKilledBeforeItsSeatIsWrittenLeavesTheNameUsable) {
+  auto& victim = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/barrier/attach/locked", 1, nullptr, 0);
+    (void)Barrier::attach(ns, "b", 2, opt());
+    return 0;
+  });
+  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  auto& peer = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
+    report(out, b ? outcome(b->wait()) : "attach " + b.error().to_string());
+    return 0;
+  });
+  auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
+  ASSERT_TRUE(b) << b.error().to_string();
+  auto r = b->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(peer), "ok");
+}
+
+TEST_F(BarrierTest, AttacherKilledHalfWayThroughResettingAStaleBarrierLeavesTheNameUsable) {
+  attach_then_die(0);  // a stale barrier: its only participant is dead
+  auto& victim = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/barrier/attach/half-reset", 1, nullptr, 0);
+    (void)Barrier::attach(ns, "b", 2, opt());
+    return 0;
+  });
+  EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  auto& peer = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
+    report(out, b ? outcome(b->wait()) : "attach " + b.error().to_string());
+    return 0;
+  });
+  auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
+  ASSERT_TRUE(b) << b.error().to_string();
+  auto r = b->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(peer), "ok");
+}
+
+// 13. milliseconds::max() overflowed now() + d: every wait failed at once
+// with "timed out after 9223372036854775807 ms". It means "no deadline".
+TEST_F(BarrierTest, MaxTimeoutMeansNoDeadline) {
+  auto& p = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+    BarrierOptions o;
+    o.timeout = std::chrono::milliseconds::max();
+    auto b = Barrier::attach(ns, "b", 2, o);
+    report(out, b ? outcome(b->wait()) : "attach " + b.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(p)) << read_line(p);
+  auto peer = Barrier::attach(ns, "b", 2, opt(5000ms));
+  ASSERT_TRUE(peer) << peer.error().to_string();
+  ::kill(p.pid, SIGCONT);
+  const std::string early = read_line(p, 300ms);
+  EXPECT_EQ(early, "<timeout>") << "a wait without a deadline returned before its peer came";
+  auto r = peer->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  if (early == "<timeout>") {
+    EXPECT_EQ(read_line(p), "ok");
+  }
+}
+
+TEST_F(BarrierTest, BadOptionsAreRefused) {
+  for (auto [timeout, interval] : {std::pair{-1, 100}, std::pair{1000, 0}, std::pair{1000, -5}}) {
+    BarrierOptions o;
+    o.timeout = std::chrono::milliseconds(timeout);
+    o.liveness_interval = std::chrono::milliseconds(interval);
+    auto b = Barrier::attach(ns, "b", 1, o);
+    ASSERT_FALSE(b) << "timeout " << timeout << " interval " << interval;
+    EXPECT_EQ(b.error().code, Code::kInvalidArgument) << b.error().message;
+  }
+}
+
+// 15. Rebuilding a zero-length barrier held five fds at once (the lease, the
+// fast path's, the init lock, the old and the new segment).
+TEST_F(BarrierTest, RebuildingAZeroLengthBarrierNeedsAtMostThreeFds) {
+  int fd = ::shm_open(ns.shm_name("b").c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  auto& c = fork_child([&](int out) {
+    out = testing::leave_free_fds(out, 3);
+    if (out < 0) return 2;
+    auto b = Barrier::attach(ns, "b", 1, opt(2000ms));
+    report(out, b ? outcome(b->wait()) : b.error().to_string());
+    return 0;
+  });
+  EXPECT_EQ(read_line(c), "ok");
+}
+
+// Exhaustion in a follower's attach (RLIMIT_AS: the mapping fails) is the
+// follower's error alone: the barrier and its participants are untouched.
+TEST_F(BarrierTest, FollowerAttachWithoutAddressSpaceFailsAloneAndLeavesTheBarrierWhole) {
+  if (testing::kAsan) GTEST_SKIP() << "RLIMIT_AS and AddressSanitizer's shadow memory do not mix";
+  auto first = Barrier::attach(ns, "b", 2, opt(3000ms));
+  ASSERT_TRUE(first);
+  auto& f = fork_child([&](int out) {
+    if (!testing::limit_address_space(0)) return 2;
+    auto b = Barrier::attach(ns, "b", 2, opt(1000ms));
+    report(out, b ? "attached" : b.error().to_string());
+    return 0;
+  });
+  const std::string got = read_line(f);
+  EXPECT_EQ(got.rfind("exhausted: ", 0), 0u) << got;
+  EXPECT_EQ(wait_child(f), 0);
+  auto& peer = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 2, opt(3000ms));
+    report(out, b ? outcome(b->wait()) : b.error().to_string());
+    return 0;
+  });
+  auto r = first->wait();
+  EXPECT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(read_line(peer), "ok");
+}
+
+// The generation wrapped at 2^32 to 0, and "arrived in round gen" was
+// arrived_gen == gen + 1 == 0: a newcomer that never entered counted as
+// arrived, so its death was not seen as a death before entering.
+TEST_F(BarrierTest, NewcomerWhoDiesAtTheGenerationWrapIsSeenNotToHaveEntered) {
+  BarrierOptions o = opt(5000ms);
+  o.liveness_interval = 20ms;
+  auto b = Barrier::attach(ns, "b", 2, o);
+  ASSERT_TRUE(b);
+  {
+    int fd = ::shm_open(ns.shm_name("b").c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    void* p = ::mmap(nullptr, sizeof(records::BarrierLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    ASSERT_NE(p, MAP_FAILED);
+    static_cast<records::BarrierLayout*>(p)->round = std::uint64_t{0xFFFFFFFFu} << 32;  // round 2^32 - 1, nobody in it yet
+    ::munmap(p, sizeof(records::BarrierLayout));
+  }
+  auto& newcomer = fork_child([&](int out) {
+    auto mine = Barrier::attach(ns, "b", 2, opt());
+    report(out, mine ? "in" : mine.error().to_string());
+    ::raise(SIGKILL);
+    return 0;
+  });
+  ASSERT_EQ(read_line(newcomer), "in");
+  wait_child(newcomer);
+  auto r = b->wait();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Code::kBroken) << r.error().message;
+  EXPECT_NE(r.error().message.find("died before entering round 4294967295"), std::string::npos) << r.error().message;
+}
+
+// A non-last detach took the init lock (2 s at most) to tidy the namespace:
+// behind a stopped cleanup that holds it, every detach took 2 s.
+TEST_F(BarrierTest, NonLastDetachDoesNotWaitBehindAStoppedCleanup) {
+  auto stays = Barrier::attach(ns, "b", 2, opt());
+  ASSERT_TRUE(stays);
+  auto leaves = Barrier::attach(ns, "b", 2, opt());
+  ASSERT_TRUE(leaves);
+  auto& cleaner = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/cleanup/init-locked:1").empty()) return 2;
+    auto r = clean_stale(ns);
+    report(out, r ? "ok" : r.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(cleaner));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto d = leaves->detach();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(d) << d.error().to_string();
+  EXPECT_LT(took, 500ms) << "a detach that leaves others behind waited for the init lock";
+  ::kill(cleaner.pid, SIGCONT);
+  EXPECT_EQ(read_line(cleaner), "ok");
 }
 
 }  // namespace

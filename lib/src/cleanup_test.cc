@@ -7,6 +7,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -63,6 +65,32 @@ class CleanupTest : public ShmTest {
       return 0;
     });
     return c;
+  }
+  // A job holding prefix 0 of `in` with a local dir that has a remote, a
+  // segment and a barrier seat, alive until `g` opens. Reports its prefix.
+  testing::ChildProc& live_job(const Namespace& in, testing::ShmTest::Gate& g) {
+    return fork_child([&in, &g](int out) {
+      auto reg = Registry::open(in);
+      if (!reg) {
+        report(out, reg.error().to_string());
+        return 1;
+      }
+      JobSpec s;
+      s.job_key = "live";
+      s.local_rank = 0;
+      s.local_world_size = 1;
+      s.dirs = {{"/data/x", true}};
+      auto l = reg->acquire(s);
+      if (!l) {
+        report(out, l.error().to_string());
+        return 1;
+      }
+      make_segment(in.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+      auto b = Barrier::attach(in, Namespace::prefix_suffix(l->prefix, "barrier"), 2);
+      report(out, b ? std::to_string(l->prefix) : b.error().to_string());
+      g.wait_go();
+      return 0;
+    });
   }
 };
 
@@ -401,6 +429,7 @@ uid_t shm_owner(const std::string& shm_name) {
 
 TEST_F(CleanupTest, RootCleanupInAnotherUsersRegistryKeepsLiveJobsAndThatUsersInitLock) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  ::chmod(ns.lock_dir.c_str(), 01777);  // shared like /tmp (a lock dir nobody can list fails every acquire)
   testing::ShmTest::Gate g;
   // uid 65534 starts first: the registry, init lock and leases file are its own.
   auto& nobody = fork_child([&](int out) {
@@ -475,6 +504,7 @@ TEST_F(CleanupTest, RootCleanupInAnotherUsersRegistryKeepsLiveJobsAndThatUsersIn
 // prefix names, saying why, and still judges what it can.
 TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSayingWhy) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a child as another uid";
+  ::chmod(ns.lock_dir.c_str(), 01777);  // shared like /tmp
   testing::ShmTest::Gate g;
   auto& nobody = fork_child([&](int out) {
     if (auto e = become_nobody(); !e.empty()) {
@@ -483,7 +513,7 @@ TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSay
     }
     // Its own init lock and leases file (a standalone barrier of its own), and
     // a prefix name it cannot know the state of once root owns the registry.
-    auto b = Barrier::attach(ns, "nobody.barrier", 2);
+    auto b = Barrier::attach(ns, "nobody-barrier", 2);
     if (!b) {
       report(out, b.error().to_string());
       return 1;
@@ -512,7 +542,7 @@ TEST_F(CleanupTest, CleanupThatCannotOpenAnotherUsersRegistrySkipsPrefixNamesSay
                      "registry is owned by uid 0 and cannot be opened: Permission denied)"),
             std::string::npos)
       << rep;
-  EXPECT_NE(rep.find("kept /" + ns.root + "nobody.barrier (barrier"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("kept /" + ns.root + "nobody-barrier (barrier"), std::string::npos) << rep;
   EXPECT_NE(rep.find("skipped /" + ns.root + "000000_shard_states (prefix 0: cannot be judged"), std::string::npos) << rep;
   EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << rep;
   EXPECT_FALSE(testing::shm_names_with(ns.root + "000000_shard_states").empty()) << rep;
@@ -533,16 +563,16 @@ TEST_F(CleanupTest, NeverRemovesSegmentsOfAnotherLibraryVersion) {
     ::close(fd);
   };
   make_versioned("registry", records::kRegistryMagic, sizeof(records::RegistryLayout) + 4096);
-  make_versioned("job.barrier", records::kBarrierMagic, sizeof(records::BarrierLayout) + 64);
+  make_versioned("job-barrier", records::kBarrierMagic, sizeof(records::BarrierLayout) + 64);
   make_segment(ns.shm_name("000003_shard_states"), 64);
   auto rep = clean_stale(ns);
   ASSERT_TRUE(rep) << rep.error().to_string();
   EXPECT_TRUE(listed(rep->skipped, "registry")) << rep->to_string();
-  EXPECT_TRUE(listed(rep->skipped, "job.barrier")) << rep->to_string();
+  EXPECT_TRUE(listed(rep->skipped, "job-barrier")) << rep->to_string();
   EXPECT_TRUE(listed(rep->skipped, "000003_shard_states")) << rep->to_string();
   EXPECT_TRUE(rep->removed.empty()) << rep->to_string();
   EXPECT_FALSE(testing::shm_names_with(ns.root + "registry").empty());
-  EXPECT_FALSE(testing::shm_names_with(ns.root + "job.barrier").empty());
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "job-barrier").empty());
   EXPECT_FALSE(testing::shm_names_with(ns.root + "000003_shard_states").empty());
   auto reg = Registry::open(ns);
   ASSERT_FALSE(reg);
@@ -566,6 +596,173 @@ TEST_F(CleanupTest, RemovesABarrierOnlyOnceItsParticipantsAreGone) {
   EXPECT_TRUE(listed(rep->removed, "standalone")) << rep->to_string();
   EXPECT_TRUE(testing::shm_names_with(ns.root).empty()) << rep->to_string();
 }
+
+// ---------------------------------------------------------------- issue 19
+// Whether `in`'s live job of live_job() still has everything: its registry
+// slot (a conflicting job is refused), segment, barrier, leases file.
+std::string live_job_intact(const Namespace& in) {
+  for (const char* suffix : {"registry", "leases", "000000_shard_states", "000000_barrier"}) {
+    if (testing::shm_names_with(in.root + suffix).empty()) return std::string("lost ") + suffix;
+  }
+  auto reg = Registry::open(in);
+  if (!reg) return "registry: " + reg.error().to_string();
+  JobSpec s;
+  s.job_key = "conflicting";
+  s.local_rank = 0;
+  s.local_world_size = 1;
+  s.dirs = {{"/data/x", true}};
+  s.timeout = 2000ms;
+  auto l = reg->acquire(s);
+  if (l) return "a conflicting job was granted prefix " + std::to_string(l->prefix);
+  if (l.error().code != Code::kInUse) return "conflicting job: " + l.error().to_string();
+  return "intact";
+}
+
+// 1. Names are matched by string prefix: a cleanup for root "<r>" listed a
+// nested root "<r>b."'s registry, leases file, init lock and segments as its
+// own ("b.registry" is not a barrier: garbage) and removed all of them.
+TEST_F(CleanupTest, CleanupNeverTouchesTheNamesOfARootNestedInIt) {
+  Namespace inner = ns;
+  inner.root = ns.root + "b.";
+  testing::ShmTest::Gate g;
+  auto& live = live_job(inner, g);
+  ASSERT_EQ(read_line(live), "0");
+  auto rep = clean_stale(ns);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  EXPECT_TRUE(rep->removed.empty()) << rep->to_string();
+  EXPECT_FALSE(testing::shm_names_with(inner.root + "init.lock").empty()) << rep->to_string();
+  EXPECT_EQ(live_job_intact(inner), "intact") << rep->to_string();
+}
+
+// 2. lock_dir = /dev/shm: every shm object was also a "lock file", and the
+// lock-file step flock-tested the live registry and leases file, found them
+// unheld and unlinked both; a conflicting job was then granted prefix 0.
+TEST_F(CleanupTest, LockDirOnTheShmDirIsRefusedBeforeItCanRemoveALiveRegistry) {
+  testing::ShmTest::Gate g;
+  auto& live = live_job(ns, g);
+  ASSERT_EQ(read_line(live), "0");
+  Namespace odd = ns;
+  odd.lock_dir = "/dev/shm";
+  auto rep = clean_stale(odd);
+  EXPECT_FALSE(rep) << rep->to_string();
+  if (!rep) {
+    EXPECT_EQ(rep.error().code, Code::kInvalidArgument) << rep.error().message;
+  }
+  EXPECT_EQ(live_job_intact(ns), "intact");
+}
+
+// Keeps freed heap memory in this (forked) process, so that after
+// limit_address_space(0) allocations still succeed and only new mappings fail.
+void keep_heap_for_rlimit_as() {
+  ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  std::free(std::malloc(16 << 20));
+}
+
+// 3. A cleaning process that could not open the registry (one fd left: the
+// init lock took it) treated it as "zero-length, truncated or garbage",
+// unlinked it, then removed the live job's names as a dead prefix's.
+TEST_F(CleanupTest, CleanupWithOneFdLeftRemovesNothingOfALiveJob) {
+  testing::ShmTest::Gate g;
+  auto& live = live_job(ns, g);
+  ASSERT_EQ(read_line(live), "0");
+  auto& cleaner = fork_child([&](int out) {
+    out = testing::leave_free_fds(out, 1);
+    if (out < 0) return 2;
+    auto rep = clean_stale(ns);
+    std::string s = rep ? "ok: " + rep->to_string() : std::string(code_name(rep.error().code)) + ": " + rep.error().message;
+    std::replace(s.begin(), s.end(), '\n', '|');
+    report(out, s);
+    return 0;
+  });
+  const std::string got = read_line(cleaner);
+  EXPECT_EQ(got.rfind("exhausted: ", 0), 0u) << got;
+  EXPECT_EQ(live_job_intact(ns), "intact") << got;
+}
+
+// 3. The same with RLIMIT_AS: the registry's mapping failed, and it was removed.
+TEST_F(CleanupTest, CleanupWithoutAddressSpaceToMapTheRegistryRemovesNothingOfALiveJob) {
+  if (testing::kAsan) GTEST_SKIP() << "RLIMIT_AS and AddressSanitizer's shadow memory do not mix";
+  testing::ShmTest::Gate g;
+  auto& live = live_job(ns, g);
+  ASSERT_EQ(read_line(live), "0");
+  auto& cleaner = fork_child([&](int out) {
+    keep_heap_for_rlimit_as();
+    if (!testing::limit_address_space(0)) return 2;
+    auto rep = clean_stale(ns);
+    std::string s = rep ? "ok: " + rep->to_string() : std::string(code_name(rep.error().code)) + ": " + rep.error().message;
+    std::replace(s.begin(), s.end(), '\n', '|');
+    report(out, s);
+    return 0;
+  });
+  const std::string got = read_line(cleaner);
+  EXPECT_EQ(got.rfind("exhausted: ", 0), 0u) << got;
+  EXPECT_EQ(live_job_intact(ns), "intact") << got;
+}
+
+// 3. A barrier the cleaning process could not map was "not a valid barrier"
+// and was removed under its live participant.
+TEST_F(CleanupTest, CleanupWithoutAddressSpaceToMapALiveBarrierKeepsIt) {
+  if (testing::kAsan) GTEST_SKIP() << "RLIMIT_AS and AddressSanitizer's shadow memory do not mix";
+  BarrierOptions o;
+  o.timeout = 3000ms;
+  auto b = Barrier::attach(ns, "standalone", 2, o);
+  ASSERT_TRUE(b);
+  auto& cleaner = fork_child([&](int out) {
+    keep_heap_for_rlimit_as();
+    if (!testing::limit_address_space(0)) return 2;
+    auto rep = clean_stale(ns);
+    std::string s = rep ? "ok: " + rep->to_string() : std::string(code_name(rep.error().code)) + ": " + rep.error().message;
+    std::replace(s.begin(), s.end(), '\n', '|');
+    report(out, s);
+    return 0;
+  });
+  const std::string got = read_line(cleaner);
+  EXPECT_FALSE(testing::shm_names_with(ns.root + "standalone").empty()) << got;
+  EXPECT_EQ(got.find("removed /" + ns.root + "standalone"), std::string::npos) << got;
+  auto& peer = fork_child([&](int out) {
+    auto mine = Barrier::attach(ns, "standalone", 2, o);
+    report(out, mine && mine->wait() ? "ok" : "failed");
+    return 0;
+  });
+  EXPECT_TRUE(b->wait());
+  EXPECT_EQ(read_line(peer), "ok");
+}
+
+#ifdef SHMCOORD_FAILPOINTS
+// 14. A cleanup stopped while it held the whole leases file locked (it is
+// removing it: nobody held a lease) made every attach fail within ~12 ms with
+// "all 16384 lease cells are held", whatever the caller's timeout.
+TEST_F(CleanupTest, AttachBehindAStoppedLeasesFileRemoverWaitsForItsOwnTimeout) {
+  {
+    auto reg = Registry::open(ns);  // a released job leaves a leases file nobody holds a lease in
+    auto l = reg->acquire(job("j"));
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(reg->release(*l));
+  }
+  ASSERT_FALSE(testing::shm_names_with(ns.root + "leases").empty());
+  auto& cleaner = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("lease/unlink:1").empty()) return 2;
+    auto r = clean_stale(ns);
+    report(out, r ? "ok" : r.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(cleaner)) << read_line(cleaner);
+  BarrierOptions o;
+  o.timeout = 400ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto b = Barrier::attach(ns, "b", 1, o);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(b) << "attached while the leases file is locked whole";
+  EXPECT_EQ(b.error().code, Code::kTimeout) << b.error().message;
+  EXPECT_GE(took, 400ms) << b.error().message;
+  ::kill(cleaner.pid, SIGCONT);
+  EXPECT_EQ(read_line(cleaner), "ok");
+  auto after = Barrier::attach(ns, "b", 1, o);
+  ASSERT_TRUE(after) << after.error().to_string();
+  EXPECT_TRUE(after->wait());
+}
+#endif
 
 }  // namespace
 }  // namespace shmcoord

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <map>
 
@@ -15,6 +16,9 @@
 #include "sys.h"
 
 namespace shmcoord {
+
+std::atomic<std::uint64_t> g_fork_generation{0};
+
 namespace {
 
 constexpr off_t kCellBytes = 8;
@@ -38,6 +42,7 @@ std::map<std::string, Entry> g_leases;  // by namespace root
 void before_fork() { g_mu.lock(); }
 void after_fork_parent() { g_mu.unlock(); }
 void after_fork_child() {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
   for (auto& [root, e] : g_leases) {
     if (e.fd >= 0) ::close(e.fd);
     e = Entry{};
@@ -45,10 +50,12 @@ void after_fork_child() {
   g_mu.unlock();
 }
 
+// Registered before main(): a fork before any lease is taken still counts.
+const bool g_atfork_registered = ::pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child) == 0;
+
 // Our entry for `root`. Caller holds g_mu.
 Entry& entry(const std::string& root) {
-  static const bool registered = ::pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child) == 0;
-  (void)registered;
+  (void)g_atfork_registered;
   Entry& e = g_leases[root];
   if (e.pid != ::getpid()) {
     // Started without fork() (clone, vfork): the fd may not be ours to close.
@@ -100,8 +107,20 @@ struct flock cell_lock(short type, std::uint32_t cell) {
   return l;
 }
 
+// The whole file locked by a remover (remove_leases_if_unused), or "".
+std::string locked_whole(int fd, const std::string& name) {
+  struct flock w{};
+  w.l_type = F_WRLCK;
+  w.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_GETLK, &w) < 0 || w.l_type == F_UNLCK || w.l_start != 0 || w.l_len != 0) return "";
+  return "the leases file " + name + " is locked whole by " +
+         (w.l_pid > 0 ? "pid " + std::to_string(w.l_pid) : std::string("a process in another pid namespace")) +
+         ", a cleanup removing it (nobody held a lease)";
+}
+
 // Opens (creating and sizing if need be) the leases file, locks a free cell and
-// writes a fresh token into it. Caller holds g_mu.
+// writes a fresh token into it. Caller holds g_mu. kInUse: the file is locked
+// whole by a remover; try again once it is done.
 Status take_locked(const Namespace& ns, Entry& e) {
   const std::string name = ns.shm_name(kLeasesSuffix);
   for (int round = 0; round < 8; ++round) {
@@ -114,7 +133,9 @@ Status take_locked(const Namespace& ns, Entry& e) {
       if (auto t = sys::ftruncate("lease/open", fd->get(), kLeaseBytes, name); !t) return std::unexpected(t.error());
     }
     if (int e2 = failpoint::check("lease/lock")) return std::unexpected(sys_error("fcntl(F_SETLK)", name, e2));
-    const std::uint32_t start = static_cast<std::uint32_t>(random_u64() % kLeaseCells);
+    if (std::string why = locked_whole(fd->get(), name); !why.empty()) return fail(Code::kInUse, why);
+    const std::uint64_t token = random_u64();  // also picks where the search for a free cell starts
+    const std::uint32_t start = static_cast<std::uint32_t>((token >> 17) % kLeaseCells);
     std::int64_t cell = -1;
     for (std::uint32_t i = 0; i < kLeaseCells && cell < 0; ++i) {
       std::uint32_t c = (start + i) % kLeaseCells;
@@ -126,10 +147,11 @@ Status take_locked(const Namespace& ns, Entry& e) {
       }
     }
     if (cell < 0) {
+      // A remover that locked the file after our first look holds every cell.
+      if (std::string why = locked_whole(fd->get(), name); !why.empty()) return fail(Code::kInUse, why);
       return fail(Code::kExhausted, "all " + std::to_string(kLeaseCells) + " lease cells of " + name + " are held");
     }
     failpoint::crash_window("crash/lease/locked");
-    const std::uint64_t token = random_u64();
     if (::pwrite(fd->get(), &token, sizeof token, static_cast<off_t>(cell) * kCellBytes) != sizeof token) {
       return std::unexpected(sys_error("pwrite", name, errno));
     }
@@ -146,18 +168,28 @@ Status take_locked(const Namespace& ns, Entry& e) {
 
 }  // namespace
 
-Result<LeaseRef> LeaseRef::take(const Namespace& ns) {
-  std::lock_guard<std::mutex> l(g_mu);
-  Entry& e = entry(ns.root);
-  if (e.refs == 0) {
-    if (auto t = take_locked(ns, e); !t) return std::unexpected(t.error());
+Result<LeaseRef> LeaseRef::take(const Namespace& ns, Deadline d) {
+  for (int attempt = 0;; ++attempt) {
+    Status taken;
+    {
+      std::lock_guard<std::mutex> l(g_mu);
+      Entry& e = entry(ns.root);
+      if (e.refs == 0) taken = take_locked(ns, e);
+      if (taken) {
+        ++e.refs;
+        LeaseRef r;
+        r.root_ = ns.root;
+        r.owner_ = e.owner;
+        r.held_ = true;
+        return r;
+      }
+    }
+    // A remover holds the whole file: it unlinks it and lets go within
+    // microseconds, unless it is stopped. Waited for without g_mu.
+    if (taken.error().code != Code::kInUse) return std::unexpected(taken.error());
+    if (d.passed()) return fail(Code::kTimeout, "timed out taking a lease: " + taken.error().message);
+    backoff(attempt, d);
   }
-  ++e.refs;
-  LeaseRef r;
-  r.root_ = ns.root;
-  r.owner_ = e.owner;
-  r.held_ = true;
-  return r;
 }
 
 LeaseRef::LeaseRef(LeaseRef&& o) noexcept : root_(std::move(o.root_)), owner_(o.owner_), held_(o.held_) {
@@ -219,20 +251,37 @@ LeaseProbe::~LeaseProbe() {
 
 bool LeaseProbe::is_self(const records::Owner& o) const { return same_owner(self_, o); }
 
-bool LeaseProbe::alive(const records::Owner& o) {
-  if (o.lease_token == 0 || o.lease_cell >= kLeaseCells) return false;
-  if (is_self(o)) return true;
+template <typename Match>
+bool LeaseProbe::cell_alive(std::uint32_t cell, Match match) {
   if (fd_ < 0) return !missing_;
   // F_GETLK reports a lock of another process only: a record naming our own
   // cell with another token is a dead process that had the cell before us.
-  struct flock l = cell_lock(F_WRLCK, o.lease_cell);
+  struct flock l = cell_lock(F_WRLCK, cell);
   if (::fcntl(fd_, F_GETLK, &l) < 0) return true;
   if (l.l_type == F_UNLCK) return false;
   std::uint64_t token = 0;
-  if (::pread(fd_, &token, sizeof token, static_cast<off_t>(o.lease_cell) * kCellBytes) != sizeof token) return true;
+  if (::pread(fd_, &token, sizeof token, static_cast<off_t>(cell) * kCellBytes) != sizeof token) return true;
   // A locked cell with another token: the owner died and someone else took it.
   // (Between that someone's lock and its token write we still answer alive.)
-  return token == o.lease_token;
+  return match(token);
+}
+
+bool LeaseProbe::alive(const records::Owner& o) {
+  if (o.lease_token == 0 || o.lease_cell >= kLeaseCells) return false;
+  if (is_self(o)) return true;
+  return cell_alive(o.lease_cell, [&](std::uint64_t token) { return token == o.lease_token; });
+}
+
+bool LeaseProbe::alive_id(std::uint64_t id) {
+  const std::uint64_t cell = (id >> 48) - 1;
+  if (id == 0 || cell >= kLeaseCells) return false;
+  if (self_.lease_token != 0 && lock_id(self_) == id) return true;
+  records::Owner o{};
+  o.lease_cell = static_cast<std::uint32_t>(cell);
+  return cell_alive(o.lease_cell, [&](std::uint64_t token) {
+    o.lease_token = token;
+    return lock_id(o) == id;
+  });
 }
 
 Liveness LeaseProbe::liveness(const records::Owner& o) {

@@ -20,13 +20,23 @@
 // - The file is removed (remove_leases_if_unused) only by a process that holds
 //   no lease and can lock the whole file, i.e. when nobody holds a lease; a
 //   process taking a lease re-checks after locking its cell that the name
-//   still refers to the file it locked.
+//   still refers to the file it locked. A taker that finds the file locked
+//   whole waits for the remover (up to its own deadline) instead of taking
+//   the locked cells for "all held".
+// - Fork: a child holds none of its parent's leases (record locks are not
+//   inherited). Right after fork() the child closes the inherited lease fds
+//   (which drops only its own locks: none) and starts without leases, so an
+//   inherited handle can never make the child look like its parent, and a
+//   child that takes a lease takes its own cell and token. fork_generation()
+//   changes in the child, so handles can tell they were inherited.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
 #include "records.h"
+#include "segment.h"
 #include "shmcoord/error.h"
 #include "shmcoord/namespace.h"
 #include "shmcoord/process.h"
@@ -36,10 +46,25 @@ namespace shmcoord {
 inline constexpr const char* kLeasesSuffix = "leases";
 inline constexpr std::uint32_t kLeaseCells = 16384;  // concurrent lease holders per namespace
 
+// Bumped in every child right after fork(): a handle that recorded another
+// value was inherited, and must not act for the process that made it.
+extern std::atomic<std::uint64_t> g_fork_generation;
+inline std::uint64_t fork_generation() { return g_fork_generation.load(std::memory_order_relaxed); }
+
+// The identity a lock records for its holder: the lease's cell and 48 bits
+// of its token, in one word that a compare-and-swap can take (lease_lock.h).
+// Never 0. Unique among live leases (one cell per live holder), and a later
+// holder of the same cell matches only with probability 2^-48.
+inline std::uint64_t lock_id(const records::Owner& o) {
+  return (static_cast<std::uint64_t>(o.lease_cell) + 1) << 48 | (o.lease_token & ((std::uint64_t{1} << 48) - 1));
+}
+
 // One counted reference to this process's lease in a namespace.
 class LeaseRef {
  public:
-  static Result<LeaseRef> take(const Namespace& ns);
+  // kTimeout when the leases file stays locked whole (a cleanup removing it)
+  // until `d`; kExhausted when every cell is held by a live process.
+  static Result<LeaseRef> take(const Namespace& ns, Deadline d);
   LeaseRef() = default;
   LeaseRef(LeaseRef&& o) noexcept;
   LeaseRef& operator=(LeaseRef&& o) noexcept;
@@ -72,6 +97,8 @@ class LeaseProbe {
   // False only when the kernel says the owner's lease is gone; any doubt
   // (an I/O error, a file we cannot open) answers alive: never delete on doubt.
   bool alive(const records::Owner& o);
+  // The same for a lock holder named by lock_id().
+  bool alive_id(std::uint64_t id);
   // alive() refined to kStopped when the owner shares our pid namespace and
   // /proc shows it stopped (messages only; costs a /proc read).
   Liveness liveness(const records::Owner& o);
@@ -80,6 +107,10 @@ class LeaseProbe {
 
  private:
   std::unique_lock<std::mutex> lock_;
+  // Cell `cell` locked by another process and holding a token that `match` accepts.
+  template <typename Match>
+  bool cell_alive(std::uint32_t cell, Match match);
+
   records::Owner self_{};
   int fd_ = -1;
   bool own_fd_ = false;   // opened for this probe, closed by it

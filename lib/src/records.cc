@@ -162,7 +162,9 @@ const char* validate_barrier(const void* p, std::size_t n) {
   if (b->version != kVersion) return "barrier version differs from this library's";
   if (b->layout_size != sizeof(BarrierLayout)) return "barrier size differs from its layout";
   if (b->num_procs < 1 || b->num_procs > kMaxRanks) return "barrier process count out of range";
-  if (b->arrived > b->num_procs) return "barrier arrivals exceed process count";
+  std::uint64_t round;
+  std::memcpy(&round, &b->round, sizeof round);
+  if (round_arrived(round) > b->num_procs) return "barrier arrivals exceed process count";
   if (b->retired > 1) return "barrier retired flag out of range";
   for (std::uint32_t i = 0; i < kMaxRanks; ++i) {
     const Participant& q = b->parts[i];

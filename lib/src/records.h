@@ -6,8 +6,6 @@
 // <expected> so that clang 14 (libFuzzer) can compile it against libstdc++ 12.
 #pragma once
 
-#include <pthread.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,7 +17,12 @@ namespace shmcoord::records {
 // Version 2: holders and participants are identified by a kernel lease
 // (lease.h) instead of pid + start time; a slot's "attached" count is derived
 // from its holders; barrier seats are fixed and woken through `seq`.
-inline constexpr std::uint32_t kVersion = 2;
+// Version 3: the robust pthread mutexes are lease locks (LockWord: their
+// holder is a lease, not a tid, which pid namespaces reuse); a barrier's
+// generation and arrivals are one word, so a failed wait can take its arrival
+// back; arrival marks are 64-bit (no wrap at 2^32 rounds); serials start at a
+// random value in every registry.
+inline constexpr std::uint32_t kVersion = 3;
 inline constexpr std::uint64_t kRegistryMagic = 0x31474552434d4853ULL;  // "SHMCREG1"
 inline constexpr std::uint64_t kBarrierMagic = 0x31524142434d4853ULL;   // "SHMCBAR1"
 inline constexpr int kMaxRanks = 64;
@@ -57,6 +60,14 @@ struct Owner {
   std::uint64_t pidns;        // inode of the owner's pid namespace, 0 if unknown
 };
 
+// A lock in shared memory (lease_lock.h): `owner` is the lock_id() of the
+// holder's lease, 0 when free; `seq` is the futex word lockers sleep on.
+struct LockWord {
+  std::uint64_t owner;
+  std::uint32_t seq;
+  std::uint32_t waiters;
+};
+
 struct Holder {
   Owner who;
   std::uint32_t state;  // HolderState, written last
@@ -82,10 +93,10 @@ struct RegistryHeader {
   std::uint32_t slot_count;
   std::uint32_t retired;  // set under the mutex before unlink: reopen by name
   std::uint32_t epoch;    // futex word: bumped on every slot change
-  std::uint32_t pad;
-  std::uint64_t next_serial;
+  std::uint32_t epoch_waiters;  // ranks in (or entering) a futex wait on epoch: no wake syscall without one
+  std::uint64_t next_serial;    // starts random: a rebuilt registry repeats no old claim
   std::uint64_t last_sweep_ns;  // CLOCK_MONOTONIC of the last full liveness sweep
-  pthread_mutex_t mutex;  // robust, process-shared, PTHREAD_MUTEX_NORMAL (see robust_mutex.h)
+  LockWord lock;
 };
 
 struct RegistryLayout {
@@ -95,9 +106,17 @@ struct RegistryLayout {
 
 struct Participant {
   Owner who;
-  std::uint32_t state;        // PartState, written last
-  std::uint32_t arrived_gen;  // generation + 1 of the round it last entered (0: none)
+  std::uint32_t state;         // PartState, written last
+  std::uint32_t pad;
+  std::uint64_t arrived_mark;  // generation + 1 (64-bit: never 0) of the round it is in; 0: none
 };
+
+// The barrier's round word: generation in the high 32 bits, arrivals in the
+// low 32. One atomic add arrives; a failed wait takes its arrival back with a
+// compare-and-swap that fails once the round is complete.
+inline constexpr std::uint64_t kArrivedMask = 0xFFFFFFFFu;
+inline std::uint32_t round_gen(std::uint64_t r) { return static_cast<std::uint32_t>(r >> 32); }
+inline std::uint32_t round_arrived(std::uint64_t r) { return static_cast<std::uint32_t>(r & kArrivedMask); }
 
 struct BarrierLayout {
   std::uint64_t magic;
@@ -105,13 +124,12 @@ struct BarrierLayout {
   std::uint32_t layout_size;
   std::uint32_t retired;
   std::uint32_t num_procs;   // fixed at creation; seats are parts[0, num_procs)
-  std::uint32_t generation;  // round number, bumped when a round completes
-  std::uint32_t arrived;     // arrivals in the current round
+  std::uint64_t round;       // generation << 32 | arrivals in the current round
   std::uint32_t broken;      // nonzero: every wait fails with `reason`
   std::uint32_t seq;         // futex word: bumped on every release, break and detach
   std::uint32_t waiters;     // participants in (or entering) a futex wait on seq
   std::uint32_t claim;       // the prefix holding it belongs to (claim_tag of BarrierOptions::claim); 0: unknown
-  pthread_mutex_t mutex;     // robust, process-shared
+  LockWord lock;
   char reason[kReasonMax];
   Participant parts[kMaxRanks];
 };

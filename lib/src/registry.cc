@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,9 +16,9 @@
 
 #include "clean_parts.h"
 #include "lease.h"
+#include "lease_lock.h"
 #include "names.h"
 #include "records.h"
-#include "robust_mutex.h"
 #include "segment.h"
 #include "shmcoord/failpoint.h"
 
@@ -46,6 +47,18 @@ const SegmentPoints kRegistryPoints{"shm/registry/open",     "shm/registry/creat
                                     "shm/registry/mmap",     "shm/registry/ftruncate",      "shm/registry/fallocate",
                                     "shm/registry/unlink",   "crash/registry/after-create", "crash/registry/after-size"};
 
+// A registry rebuilt after a cleanup must not repeat the serials of the one
+// before it: a barrier of an old holding can outlive its registry, and a new
+// holding of the same prefix with the same serial would take it for its own
+// (BarrierOptions::claim). Random, below 2^62 so it never wraps.
+std::uint64_t first_serial() {
+  std::uint64_t x = 0;
+  if (::getrandom(&x, sizeof x, 0) != static_cast<ssize_t>(sizeof x)) {
+    x = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ULL;
+  }
+  return (x >> 2) | 1;
+}
+
 SegmentSpec registry_spec() {
   SegmentSpec s;
   s.suffix = kSuffix;
@@ -60,9 +73,9 @@ SegmentSpec registry_spec() {
     L->h.slot_count = records::kSlots;
     L->h.retired = 0;
     L->h.epoch = 0;
-    L->h.next_serial = 1;
+    L->h.next_serial = first_serial();
     L->h.last_sweep_ns = 0;
-    init_robust_mutex(&L->h.mutex);
+    L->h.lock = records::LockWord{};
     std::atomic_ref<std::uint64_t>(L->h.magic).store(records::kRegistryMagic, std::memory_order_release);
   };
   s.validate = [](const void* p, std::size_t n) { return records::validate_registry_header(p, n); };
@@ -129,8 +142,13 @@ struct Core {
   RegistryLayout* L;
 
   void bump() {
-    std::atomic_ref<std::uint32_t>(L->h.epoch).fetch_add(1, std::memory_order_acq_rel);
-    sys::futex_wake_all(&L->h.epoch);
+    // Waiters raise epoch_waiters before FUTEX_WAIT and we bump epoch before
+    // reading it (both sequentially consistent): either we see the waiter, or
+    // its FUTEX_WAIT sees the new epoch. No waiter, no syscall.
+    std::atomic_ref<std::uint32_t>(L->h.epoch).fetch_add(1, std::memory_order_seq_cst);
+    if (std::atomic_ref<std::uint32_t>(L->h.epoch_waiters).load(std::memory_order_seq_cst) != 0) {
+      sys::futex_wake_all(&L->h.epoch);
+    }
   }
 
   // The previous owner died holding the lock: drop claims it was half-way
@@ -157,9 +175,9 @@ struct Core {
   }
 
   // Removes the listed names; `rep` and `removed` (if given) hear of each.
-  // Returns the prefixes where something stayed (another user's).
-  std::vector<int> remove_names(const std::map<int, std::vector<OwnedEntry>>& owned, CleanReport* rep,
-                                std::vector<std::string>* removed) {
+  // Returns the prefixes where something stayed (another user's, another
+  // layout version's, or one that could not be removed).
+  std::vector<int> remove_names(const Owned& owned, CleanReport* rep, std::vector<std::string>* removed) {
     std::vector<int> stuck;
     for (const auto& [p, entries] : owned) {
       for (const auto& e : entries) {
@@ -170,7 +188,7 @@ struct Core {
           continue;
         }
         if (stuck.empty() || stuck.back() != p) stuck.push_back(p);
-        if (rep) (why.rfind("owned by", 0) == 0 ? rep->skipped : rep->kept).push_back({e.name, why});
+        if (rep) (not_ours(why) ? rep->skipped : rep->kept).push_back({e.name, why});
       }
     }
     return stuck;
@@ -178,8 +196,9 @@ struct Core {
 
   // Judges every used slot; frees the dead ones after removing their names.
   // With `all_names`, names of free prefixes go too, and names of live ones
-  // are reported as kept (reap, cleanup).
-  void sweep(LeaseProbe& probe, bool all_names, CleanReport* rep, std::vector<std::string>* removed) {
+  // are reported as kept (reap, cleanup). If the names cannot be listed, no
+  // dead slot is freed: a slot is freed only once its names are gone.
+  Status sweep(LeaseProbe& probe, bool all_names, CleanReport* rep, std::vector<std::string>* removed) {
     std::vector<bool> live(records::kSlots, false), dead(records::kSlots, false);
     bool any_dead = false;
     for (int p = 0; p < records::kSlots; ++p) {
@@ -191,7 +210,9 @@ struct Core {
       any_dead |= dead[p];
     }
     if (any_dead || all_names) {
-      auto owned = list_owned(ns, [&](int p) { return p >= 0 && p < records::kSlots && (all_names || dead[p]); });
+      auto listed = list_owned(ns, [&](int p) { return p >= 0 && p < records::kSlots && (all_names || dead[p]); });
+      if (!listed) return std::unexpected(listed.error());
+      Owned& owned = *listed;
       for (auto it = owned.begin(); it != owned.end();) {
         if (live[it->first]) {
           if (rep) {
@@ -214,20 +235,27 @@ struct Core {
       bump();
     }
     L->h.last_sweep_ns = now_ns();
+    return {};
   }
 
+  // The periodic sweep is a courtesy to jobs nobody stands in the way of: if
+  // it cannot list names, the dead slots simply wait for the next one.
   void maybe_sweep(LeaseProbe& probe) {
     const std::uint64_t now = now_ns(), last = L->h.last_sweep_ns;
     const auto interval = static_cast<std::uint64_t>(std::chrono::nanoseconds(kSweepInterval).count());
-    if (now < last || now - last >= interval) sweep(probe, false, nullptr, nullptr);
+    if (now < last || now - last >= interval) (void)sweep(probe, false, nullptr, nullptr);
   }
 
-  // Frees one slot that is not live, after removing its names.
-  void reap_one(int p) {
-    remove_names(list_owned(ns, [p](int q) { return q == p; }), nullptr, nullptr);
+  // Frees one slot that is not live, after removing its names; an error (and
+  // the slot stays) if they cannot be listed.
+  Status reap_one(int p) {
+    auto owned = list_owned(ns, [p](int q) { return q == p; });
+    if (!owned) return std::unexpected(owned.error());
+    remove_names(*owned, nullptr, nullptr);
     failpoint::crash_window("crash/registry/sweep-after-unlink");
     std::memset(&L->slots[p], 0, sizeof(Slot));
     bump();
+    return {};
   }
 
   std::string describe(LeaseProbe& probe, const Slot& s, int p) {
@@ -268,8 +296,9 @@ struct Core {
   }
 
   // Our holder of (p, serial) released; the slot freed, and its names
-  // removed, if nobody else holds it. True if we held it.
-  bool drop_holder(int p, std::uint64_t serial, int rank, const Owner& me) {
+  // removed, if nobody else holds it. True if we held it. If the names cannot
+  // be listed, `names` says why and the slot stays for a later sweep.
+  bool drop_holder(int p, std::uint64_t serial, int rank, const Owner& me, Status* names = nullptr) {
     Slot& s = L->slots[p];
     if (s.serial != serial || rank < 0 || rank >= records::kMaxRanks) return false;
     Holder& h = s.holders[rank];
@@ -281,9 +310,14 @@ struct Core {
     failpoint::crash_window("crash/registry/release-before-free");
     LeaseProbe probe(ns);
     if (in_use(load(s.state)) && !slot_live(probe, s)) {
-      remove_names(list_owned(ns, [p](int q) { return q == p; }), nullptr, nullptr);
-      failpoint::crash_window("crash/registry/release-after-unlink");
-      std::memset(&s, 0, sizeof s);
+      auto owned = list_owned(ns, [p](int q) { return q == p; });
+      if (owned) {
+        remove_names(*owned, nullptr, nullptr);
+        failpoint::crash_window("crash/registry/release-after-unlink");
+        std::memset(&s, 0, sizeof s);
+      } else if (names) {
+        *names = std::unexpected(owned.error());
+      }
     }
     bump();
     return dropped;
@@ -294,7 +328,14 @@ struct Core {
 
 std::string default_job_key() {
   if (const char* k = std::getenv("SHMCOORD_JOB_KEY"); k && *k) return k;
-  if (const char* k = std::getenv("TORCHELASTIC_RUN_ID"); k && *k) return std::string("torchelastic:") + k;
+  if (const char* k = std::getenv("TORCHELASTIC_RUN_ID"); k && *k) {
+    // torchrun without --standalone leaves the run id at its default, "none",
+    // for every job: the job's rendezvous endpoint tells two jobs apart.
+    if (std::string_view(k) != "none") return std::string("torchelastic:") + k;
+    const char* addr = std::getenv("MASTER_ADDR");
+    const char* port = std::getenv("MASTER_PORT");
+    if (addr && *addr && port && *port) return std::string("torchelastic:none@") + addr + ":" + port;
+  }
   pid_t pp = ::getppid();
   auto id = identity_of(pp);
   return "ppid:" + std::to_string(pp) + ":" + std::to_string(id ? id->start_time : 0);
@@ -304,18 +345,33 @@ struct Registry::Impl {
   Namespace ns;
   Segment seg;
   RegistryLayout* L = nullptr;
+  bool create = true;  // a handle opened without create never recreates a removed registry
+  pid_t pid = 0;       // the process that opened it (messages)
 
   Core core() { return Core{ns, L}; }
 
-  // Locks the registry, reopening it when cleanup retired the one we hold.
-  Result<RobustGuard> lock(Deadline d) {
+  // A handle opened without create whose registry a cleanup retired (and
+  // removed): nothing to reap or show, and nothing may be created for it,
+  // not even the leases file a lock's lease would make. False if it reopened.
+  bool removed_under_us(Deadline d) {
+    if (create || load(L->h.retired) == 0) return false;
+    auto s = Segment::open(ns, registry_spec(), false, d);
+    if (!s) return true;
+    seg = std::move(*s);
+    L = static_cast<RegistryLayout*>(seg.data());
+    return false;
+  }
+
+  // Locks the registry for `me` (lock_id() of our lease), reopening it when
+  // cleanup retired the one we hold.
+  Result<LockGuard> lock(Deadline d, std::uint64_t me) {
     for (;;) {
-      auto g = RobustGuard::lock(&L->h.mutex, d, seg.name());
+      auto g = LockGuard::lock(&L->h.lock, ns, me, d, seg.name());
       if (!g) return g;
       if (g->owner_died()) core().repair();
       if (load(L->h.retired) == 0) return g;
       g->unlock();
-      auto s = Segment::open(ns, registry_spec(), true, d);
+      auto s = Segment::open(ns, registry_spec(), create, d);
       if (!s) return std::unexpected(s.error());
       seg = std::move(*s);
       L = static_cast<RegistryLayout*>(seg.data());
@@ -336,7 +392,10 @@ struct Registry::Impl {
       const std::uint32_t st = load(s.state);
       if (!in_use(st) || std::strncmp(s.job_key, spec.job_key.c_str(), records::kJobKeyMax) != 0) continue;
       if (!Core::slot_live(probe, s)) {  // a dead run of this job: gone before we look
-        c.reap_one(q);
+        if (auto r = c.reap_one(q); !r) {
+          return fail(r.error().code, "cannot remove what a dead run of job '" + spec.job_key + "' left at prefix " +
+                                          std::to_string(q) + ": " + r.error().message);
+        }
         continue;
       }
       Holder& h = s.holders[spec.local_rank];
@@ -399,22 +458,30 @@ struct Registry::Impl {
                               });
         if (clash.empty()) continue;
         if (!Core::slot_live(probe, s)) {
-          c.reap_one(q);
+          if (auto r = c.reap_one(q); !r) {
+            return fail(r.error().code, "cannot remove what the dead job at prefix " + std::to_string(q) +
+                                            " (using '" + clash + "') left: " + r.error().message);
+          }
           continue;
         }
         return fail(Code::kInUse, "Reused local directory: '" + clash + "' is in use by live " + c.describe(probe, s, q) +
                                       "; a local dir with a remote cannot be shared");
       }
     }
-    auto leftovers = list_owned(ns, [&](int q) {
+    auto listed = list_owned(ns, [&](int q) {
       return q >= 0 && q < records::kSlots && load(L->slots[q].state) == records::kSlotFree;
     });
+    // No prefix is granted over names nobody could look for.
+    if (!listed) {
+      return fail(listed.error().code, "cannot check free prefixes for a previous user's names: " + listed.error().message);
+    }
+    const Owned& leftovers = *listed;
     int p = -1;
     for (int q = 0; q < records::kSlots && p < 0; ++q) {
       if (load(L->slots[q].state) != records::kSlotFree) continue;
       auto it = leftovers.find(q);
       if (it != leftovers.end()) {
-        std::map<int, std::vector<OwnedEntry>> one{{q, it->second}};
+        Owned one{{q, it->second}};
         if (!c.remove_names(one, nullptr, nullptr).empty()) continue;  // another user's names stay: skip it
       }
       p = q;
@@ -451,7 +518,7 @@ struct Registry::Impl {
     // also frees the slot once nobody holds it), else lock-free: the entry is
     // ours, and the slot cannot be reused while we are attached and alive.
     auto leave = [&](Error e) -> Status {
-      if (auto g = lock(Deadline::after(kLockSlice))) {
+      if (auto g = lock(Deadline::after(kLockSlice), lock_id(me))) {
         core().drop_holder(p, serial, spec.local_rank, me);
       } else if (load(s.state) != records::kSlotFree && s.serial == serial) {
         store(mine.state, records::kHolderReleased);
@@ -496,7 +563,7 @@ struct Registry::Impl {
               "] of job '" + spec.job_key + "' never joined";
       }
       if (!why.empty()) {
-        auto g = lock(Deadline::after(kLockSlice));
+        auto g = lock(Deadline::after(kLockSlice), lock_id(me));
         if (g) {
           // The last rank may have joined since we looked: then it is not a failure.
           if (load(s.state) == records::kSlotActive && joined(s) < spec.local_world_size) core().poison(s, code, why);
@@ -523,7 +590,10 @@ struct Registry::Impl {
       }
       failpoint::crash_window("crash/registry/wait-before-sleep");
       auto slice = d.passed() ? std::chrono::nanoseconds(kLockSlice) : std::min<std::chrono::nanoseconds>(kLivenessPoll, d.left());
+      std::atomic_ref<std::uint32_t> waiters(L->h.epoch_waiters);
+      waiters.fetch_add(1, std::memory_order_seq_cst);
       sys::futex_wait_for(&L->h.epoch, seen, slice);
+      waiters.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 };
@@ -536,12 +606,15 @@ const Namespace& Registry::ns() const { return impl_->ns; }
 
 Result<Registry> Registry::open(const Namespace& ns, bool create, std::chrono::milliseconds timeout) {
   if (auto v = ns.validate(); !v) return std::unexpected(v.error());
+  if (timeout.count() < 0) return fail(Code::kInvalidArgument, "negative timeout");
   auto seg = Segment::open(ns, registry_spec(), create, Deadline::after(timeout));
   if (!seg) return std::unexpected(seg.error());
   auto impl = std::make_unique<Impl>();
   impl->ns = ns;
   impl->seg = std::move(*seg);
   impl->L = static_cast<RegistryLayout*>(impl->seg.data());
+  impl->create = create;
+  impl->pid = ::getpid();
   return Registry(std::move(impl));
 }
 
@@ -563,6 +636,10 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
     return fail(Code::kInvalidArgument, "local rank " + std::to_string(spec.local_rank) + " outside [0, " +
                                             std::to_string(spec.local_world_size) + ")");
   }
+  if (spec.timeout.count() < 0) {
+    return fail(Code::kInvalidArgument, "negative timeout " + std::to_string(spec.timeout.count()) +
+                                            " ms (milliseconds::max() means no deadline)");
+  }
   std::vector<records::LocalDir> raw;
   for (auto& d : spec.dirs) {
     if (d.path.empty() || !records::valid_utf8(d.path)) return fail(Code::kInvalidArgument, "local dir must be non-empty UTF-8");
@@ -581,13 +658,13 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
   Impl& I = *impl_;
   const Deadline d = Deadline::after(spec.timeout);
   // Held from before our holder is written until it is released: our liveness.
-  auto lease = LeaseRef::take(I.ns);
+  auto lease = LeaseRef::take(I.ns, d);
   if (!lease) return std::unexpected(lease.error());
   const Owner me = lease->owner();
   int p = -1;
   std::uint64_t serial = 0;
   {
-    auto g = I.lock(d);
+    auto g = I.lock(d, lock_id(me));
     if (!g) return std::unexpected(g.error());
     failpoint::crash_window("crash/registry/acquire-locked");
     auto found = I.find_job(spec, blob, blob_len, me);
@@ -611,35 +688,63 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
   if (auto w = I.join_wait(p, serial, spec, d, me); !w) return std::unexpected(w.error());
   failpoint::crash_window("crash/registry/joined");
   lease->keep();  // released by release()
-  return Lease{p, serial, spec.local_rank};
+  return Lease{p, serial, spec.local_rank, ::getpid()};
 }
 
 Status Registry::release(const Lease& lease) {
   if (lease.prefix < 0 || lease.prefix >= records::kSlots) return fail(Code::kInvalidArgument, "lease has no prefix");
+  if (lease.pid != 0 && lease.pid != ::getpid()) {
+    // A forked child's copy: the holding is its parent's, never the child's to end.
+    return fail(Code::kInvalidArgument, "prefix " + std::to_string(lease.prefix) + " is held by pid " +
+                                            std::to_string(lease.pid) + ", which acquired it; pid " +
+                                            std::to_string(::getpid()) + " (a forked child?) cannot release it");
+  }
   const Owner me = LeaseRef::current(impl_->ns.root);
   if (me.lease_token == 0) return {};  // we hold nothing here: released already
   bool dropped = false;
+  Status names;
   {
-    auto g = impl_->lock(Deadline::after(std::chrono::milliseconds(10000)));
+    auto g = impl_->lock(Deadline::after(std::chrono::milliseconds(10000)), lock_id(me));
     if (!g) return std::unexpected(g.error());
-    dropped = impl_->core().drop_holder(lease.prefix, lease.serial, lease.local_rank, me);
+    dropped = impl_->core().drop_holder(lease.prefix, lease.serial, lease.local_rank, me, &names);
   }
   if (dropped) LeaseRef::drop(impl_->ns.root);
+  if (!names) {
+    return fail(names.error().code, "released prefix " + std::to_string(lease.prefix) +
+                                        ", but its names stay until the next sweep: " + names.error().message);
+  }
   return {};
 }
 
 Result<std::vector<std::string>> Registry::reap(std::chrono::milliseconds timeout) {
-  auto g = impl_->lock(Deadline::after(timeout));
-  if (!g) return std::unexpected(g.error());
+  if (timeout.count() < 0) return fail(Code::kInvalidArgument, "negative timeout");
+  const Deadline d = Deadline::after(timeout);
+  if (impl_->removed_under_us(d)) return std::vector<std::string>{};
+  auto lease = LeaseRef::take(impl_->ns, d);  // the lock's holder is a lease
+  if (!lease) return std::unexpected(lease.error());
+  auto g = impl_->lock(d, lock_id(lease->owner()));
+  if (!g) {
+    // Opened without create, and a cleanup removed it meanwhile: nothing to reap.
+    if (!impl_->create && g.error().code == Code::kNotFound) return std::vector<std::string>{};
+    return std::unexpected(g.error());
+  }
   std::vector<std::string> removed;
   LeaseProbe probe(impl_->ns);
-  impl_->core().sweep(probe, true, nullptr, &removed);
+  if (auto s = impl_->core().sweep(probe, true, nullptr, &removed); !s) return std::unexpected(s.error());
   return removed;
 }
 
 Result<std::vector<SlotInfo>> Registry::snapshot(std::chrono::milliseconds timeout) {
-  auto g = impl_->lock(Deadline::after(timeout));
-  if (!g) return std::unexpected(g.error());
+  if (timeout.count() < 0) return fail(Code::kInvalidArgument, "negative timeout");
+  const Deadline d = Deadline::after(timeout);
+  if (impl_->removed_under_us(d)) return std::vector<SlotInfo>{};
+  auto lease = LeaseRef::take(impl_->ns, d);
+  if (!lease) return std::unexpected(lease.error());
+  auto g = impl_->lock(d, lock_id(lease->owner()));
+  if (!g) {
+    if (!impl_->create && g.error().code == Code::kNotFound) return std::vector<SlotInfo>{};
+    return std::unexpected(g.error());
+  }
   LeaseProbe probe(impl_->ns);
   std::vector<SlotInfo> out;
   for (int p = 0; p < records::kSlots; ++p) {
@@ -665,7 +770,8 @@ Result<std::vector<SlotInfo>> Registry::snapshot(std::chrono::milliseconds timeo
   return out;
 }
 
-Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep) {
+Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep,
+                                         CleanerLease& lease) {
   const std::string name = ns.shm_name(kSuffix);
   const std::string path = std::string(kShmDir) + name;
   struct stat st{};
@@ -679,28 +785,37 @@ Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& he
     rep.skipped.push_back({name, why});
     return RegistryJudgement{RegistryVerdict::kUnjudged, "cannot be judged: " + why};
   };
+  // A registry we cannot read (no fd or address space left, EACCES) is never
+  // taken for garbage: ours is then an error (nothing about prefixes can be
+  // decided), another user's is left unjudged.
+  auto unreadable = [&](const Error& e) -> Result<RegistryJudgement> {
+    if (foreign) return unjudged("registry " + name + " is owned by " + owner + " and cannot be read: " + e.message);
+    return fail(e.code, "cannot judge registry " + name + " (" + e.message +
+                            "): nothing under the namespace's prefixes was removed");
+  };
   // Classify what is there without any lock: we hold the init lock, so nobody
   // creates or rebuilds a registry meanwhile.
   bool valid = false, retired = false;
   std::uint32_t version = 0;
-  int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-  if (fd < 0 && foreign) {
-    const int e = errno;
-    return unjudged("registry " + name + " is owned by " + owner + " and cannot be opened: " + std::strerror(e));
-  }
-  if (fd >= 0) {
-    struct stat fst{};
-    if (::fstat(fd, &fst) == 0 && fst.st_size >= 16) {
-      const auto n = static_cast<std::size_t>(fst.st_size);
-      void* p = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) {
-        version = records::version_of(p, n, records::kRegistryMagic);
-        valid = records::validate_registry_header(p, n) == nullptr;
-        retired = valid && load(static_cast<const RegistryLayout*>(p)->h.retired) != 0;
-        ::munmap(p, n);
-      }
+  {
+    auto fd = sys::shm_open("shm/registry/open", name, O_RDONLY);
+    if (!fd && fd.error().code == Code::kNotFound) return RegistryJudgement{};
+    if (!fd && foreign) {
+      return unjudged("registry " + name + " is owned by " + owner +
+                      " and cannot be opened: " + std::strerror(fd.error().sys_errno));
     }
-    ::close(fd);
+    if (!fd) return unreadable(fd.error());
+    auto fst = sys::fstat("shm/registry/fstat", fd->get(), name);
+    if (!fst) return unreadable(fst.error());
+    if (fst->st_size >= 16) {
+      const auto n = static_cast<std::size_t>(fst->st_size);
+      void* p = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, fd->get(), 0);
+      if (p == MAP_FAILED) return unreadable(sys_error("mmap", name, errno));
+      version = records::version_of(p, n, records::kRegistryMagic);
+      valid = records::validate_registry_header(p, n) == nullptr;
+      retired = valid && load(static_cast<const RegistryLayout*>(p)->h.retired) != 0;
+      ::munmap(p, n);
+    }
   }
   if (version != 0 && version != records::kVersion) {
     return unjudged("a registry of shmcoord layout version " + std::to_string(version) + " (this library is version " +
@@ -721,11 +836,12 @@ Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& he
     return RegistryJudgement{};
   }
   auto seg = Segment::open(ns, registry_spec(), false, d, &held);
-  if (!seg && foreign) return unjudged("registry " + name + " is owned by " + owner + ": " + seg.error().message);
-  if (!seg) return std::unexpected(seg.error());
+  if (!seg) return unreadable(seg.error());
   auto* L = static_cast<RegistryLayout*>(seg->data());
   Core c{ns, L};
-  auto g = RobustGuard::lock(&L->h.mutex, d, seg->name());
+  auto me = lease.id();
+  if (!me) return std::unexpected(me.error());
+  auto g = LockGuard::lock(&L->h.lock, ns, *me, d, seg->name());
   if (!g) return std::unexpected(g.error());
   if (g->owner_died()) c.repair();
   failpoint::crash_window("crash/cleanup/registry-locked");
@@ -733,7 +849,10 @@ Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& he
     // Frees dead jobs' slots (as any acquire in the namespace does) and removes
     // only our names (remove_entry never touches another user's).
     LeaseProbe probe(ns);
-    c.sweep(probe, true, &rep, nullptr);
+    if (auto swept = c.sweep(probe, true, &rep, nullptr); !swept) {
+      return fail(swept.error().code, "cannot list the namespace's names: " + swept.error().message +
+                                          "; no dead job's prefix was freed");
+    }
   }
   failpoint::crash_window("crash/cleanup/after-sweep");
   int used = 0;

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "names.h"
 #include "records.h"
@@ -709,6 +711,444 @@ TEST_F(RegistryTest, LongFailureReasonStaysValidUtf8ForEveryRank) {
     EXPECT_EQ(read_line(r1), l.error().message) << "every rank reports the same reason";
     wait_child(r1);
   }
+}
+
+// The registry lock's holder is a lease, which all threads of a process
+// share: threads of one process still take it in turn (one waits while the
+// lock names its own lease), and their jobs get distinct prefixes.
+TEST_F(RegistryTest, ThreadsOfOneProcessTakeTheRegistryLockInTurn) {
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg);
+  constexpr int kThreads = 4, kEach = 25;
+  std::vector<std::vector<Lease>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          auto l = reg->acquire(job("t" + std::to_string(t) + "-" + std::to_string(i), 0, 1));
+          if (!l) {
+            errors[t] = l.error().to_string();
+            return;
+          }
+          got[t].push_back(*l);
+        }
+      });
+    }
+  }
+  std::set<int> all;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[t], "") << "thread " << t;
+    for (const Lease& l : got[t]) EXPECT_TRUE(all.insert(l.prefix).second) << "prefix " << l.prefix << " granted twice";
+  }
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kEach));
+  for (const auto& leases : got) {
+    for (const Lease& l : leases) EXPECT_TRUE(reg->release(l));
+  }
+}
+
+// A lock dir that cannot be listed (here: not a directory) hides lock files a
+// previous user may have left: no prefix is granted blind.
+TEST_F(RegistryTest, AcquireWithALockDirThatCannotBeListedFailsNamingIt) {
+  Namespace odd = ns;
+  odd.lock_dir = ns.lock_dir / "not-a-dir";
+  ::close(::open(odd.lock_dir.c_str(), O_CREAT | O_WRONLY, 0600));
+  auto reg = Registry::open(odd);
+  ASSERT_TRUE(reg) << reg.error().to_string();
+  auto l = reg->acquire(job("j", 0, 1));
+  ASSERT_FALSE(l);
+  EXPECT_NE(l.error().message.find(odd.lock_dir.string()), std::string::npos) << l.error().message;
+  EXPECT_NE(l.error().message.find("Not a directory"), std::string::npos) << l.error().message;
+}
+
+// ---------------------------------------------------------------- issue 19
+// The flaws a review found under the real process model.
+
+// 4. With no fd left for opendir, a dead run of the job in the way was freed
+// without removing its names (the listing failure was ignored), and claim's
+// leftover check (same failure) granted its prefix over its segment.
+TEST_F(RegistryTest, AcquireThatCannotListNamesGrantsNoPrefixOverADeadJobsSegment) {
+  testing::ShmTest::Gate never;
+  auto& dead = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j", 0, 1));
+    if (l) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+    report(out, l ? "held " + std::to_string(l->prefix) : l.error().to_string());
+    never.wait_go();
+    return 0;
+  });
+  ASSERT_EQ(read_line(dead), "held 0");
+  kill_child(dead);
+  const std::string stale = ns.root + "000000_shard_states";
+  auto& c = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    if (!reg) return 2;
+    out = testing::leave_free_fds(out, 1);  // the lease takes it: opendir gets EMFILE
+    if (out < 0) return 3;
+    auto l = reg->acquire(job("j", 0, 1));  // its dead run is in the way: reaped first
+    report(out, l ? "granted " + std::to_string(l->prefix) : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    return 0;
+  });
+  const std::string got = read_line(c);
+  EXPECT_EQ(got.rfind("exhausted: ", 0), 0u) << got;
+  EXPECT_NE(got.find("opendir"), std::string::npos) << got;
+  EXPECT_FALSE(got == "granted 0" && !shm_names_with(stale).empty()) << "prefix 0 granted over the dead job's segment";
+  EXPECT_EQ(wait_child(c), 0);
+  // With fds again, the dead job's names go first and its prefix is reused.
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("j", 0, 1));
+  ASSERT_TRUE(l) << l.error().to_string();
+  EXPECT_EQ(l->prefix, 0);
+  EXPECT_TRUE(shm_names_with(stale).empty());
+}
+
+// 5. A holder in one container (pid 2) stops inside the registry lock, half-way
+// through a claim; its pid twin in another container (pid 2 too) blocks on the
+// lock and dies there. The kernel compares the futex word's owner tid (2) with
+// the dying thread's tid (2), marks the lock owner-died and hands it to the
+// next locker, which "repairs" the half-written claim and is granted prefix 0;
+// the real holder resumes and publishes its claim of prefix 0 as well.
+TEST_F(RegistryTest, PidTwinDyingBlockedOnTheRegistryLockNeverHandsItOver) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
+  testing::ShmTest::Gate hold;
+  auto& a = fork_in_pid_namespace([&](int out) {
+    report(out, std::to_string(::getpid()));
+    if (!failpoint::set_pause_spec("crash/registry/claim-half-written:1").empty()) return 2;
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("a", 0, 1));  // stops holding the registry lock
+    report(out, l ? "granted " + std::to_string(l->prefix) : l.error().to_string());
+    hold.wait_go();
+    return 0;
+  });
+  std::string got = read_line(a);
+  if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
+  ASSERT_EQ(got, "2");
+  ASSERT_EQ(read_line(a), "stopped");
+  testing::next_clock_tick();
+  auto& twin = fork_in_pid_namespace([&](int out) {
+    report(out, std::to_string(::getpid()));
+    auto reg = Registry::open(ns);
+    auto s = job("twin", 0, 1);
+    s.timeout = 30000ms;
+    (void)reg->acquire(s);  // blocks on the lock a holds
+    return 0;
+  });
+  ASSERT_EQ(read_line(twin), "2") << "the same tid as the lock holder";
+  const pid_t twin_outer = testing::first_child_of(twin.ns_init);
+  ASSERT_GT(twin_outer, 0);
+  ASSERT_TRUE(testing::wait_in_futex(twin_outer)) << "the twin never blocked on the lock";
+  ::kill(twin.ns_init, SIGKILL);  // dies blocked on the lock; its namespace is gone once wait_child returns
+  twin.ns_init = -1;
+  wait_child(twin);
+  auto& c = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    auto s = job("c", 0, 1);
+    s.timeout = 500ms;
+    auto l = reg->acquire(s);
+    report(out, l ? "granted " + std::to_string(l->prefix) : std::string(code_name(l.error().code)) + ": " + l.error().message);
+    hold.wait_go();
+    return 0;
+  });
+  const std::string got_c = read_line(c);
+  const pid_t a_outer = testing::first_child_of(a.ns_init);
+  ASSERT_GT(a_outer, 0);
+  ::kill(a_outer, SIGCONT);
+  const std::string got_a = read_line(a);
+  EXPECT_EQ(got_c.rfind("timeout: timed out locking", 0), 0u) << "the holder is alive (stopped): " << got_c;
+  EXPECT_EQ(got_a, "granted 0");
+  EXPECT_FALSE(got_a == got_c) << "two live jobs were granted one prefix: " << got_a;
+  hold.open_all();
+}
+
+// 11. The tracker's handle, copied into a forked loader worker, killed the
+// rank's tracker when the worker exited: the rank's later SIGKILL left its
+// prefix held and its segments in place.
+TEST_F(RegistryTest, ForkedChildsCopyOfATrackerNeverStopsTheParentsTracker) {
+  testing::ShmTest::Gate never;
+  auto& rank = fork_child([&](int out) {
+    std::optional<ResourceTracker> tracker;
+    if (auto t = ResourceTracker::start(ns)) tracker.emplace(std::move(*t));
+    if (!tracker) return 3;
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j", 0, 1));
+    if (!l) return 4;
+    make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+    pid_t worker = ::fork();
+    if (worker == 0) {
+      tracker.reset();  // the worker's exit destroys its copy
+      ::_exit(0);
+    }
+    int st = 0;
+    ::waitpid(worker, &st, 0);
+    report(out, std::to_string(tracker->pid()));
+    never.wait_go();
+    return 0;
+  });
+  const pid_t tracker = std::stoi(read_line(rank));
+  auto id = identity_of(tracker);
+  ASSERT_TRUE(id) << "the tracker is gone: " << id.error().to_string();
+  EXPECT_TRUE(is_alive(*id)) << "the worker's exit stopped the rank's tracker";
+  kill_child(rank);
+  for (int i = 0; i < 500 && is_alive(*id); ++i) ::usleep(10000);
+  EXPECT_TRUE(shm_names_with(ns.root + "000000_shard_states").empty()) << "the dead rank's tracker did not reap";
+}
+
+// The fork contract of a Registry: a Lease is the acquiring process's, and a
+// child releasing its parent's lease is an error that changes nothing.
+TEST_F(RegistryTest, ForkedChildCannotReleaseItsParentsLease) {
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("j", 0, 1));
+  ASSERT_TRUE(l);
+  auto& child = fork_child([&](int out) {
+    auto r = reg->release(*l);
+    report(out, r ? "released" : std::string(code_name(r.error().code)) + ": " + r.error().message);
+    return 0;
+  });
+  const std::string got = read_line(child);
+  EXPECT_EQ(got.rfind("invalid-argument: ", 0), 0u) << got;
+  EXPECT_NE(got.find("pid " + std::to_string(::getpid())), std::string::npos) << got;
+  auto snap = reg->snapshot();
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->size(), 1u);
+  EXPECT_TRUE((*snap)[0].live);
+  ASSERT_TRUE(reg->release(*l));
+}
+
+// A child acts for itself with an inherited handle: its own lease, its own prefix.
+TEST_F(RegistryTest, ForkedChildAcquiresWithItsOwnLease) {
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("parent", 0, 1));
+  ASSERT_TRUE(l);
+  testing::ShmTest::Gate hold;
+  auto& child = fork_child([&](int out) {
+    auto mine = reg->acquire(job("child", 0, 1));
+    report(out, mine ? std::to_string(mine->prefix) : mine.error().to_string());
+    hold.wait_go();
+    return mine && reg->release(*mine) ? 0 : 1;
+  });
+  EXPECT_EQ(read_line(child), "1");
+  kill_child(child);  // its prefix is freed by its death, not by ours
+  ASSERT_TRUE(reg->release(*l));
+  auto again = reg->acquire(job("next", 0, 1));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->prefix, 0);
+}
+
+// 12. A barrier of another layout version under a free prefix was removed by
+// claim's leftover check (and under a dead one by the sweep), against
+// cleanup.h's "never removes another version's barrier".
+void make_other_version_barrier(const std::string& name) {
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 4096), 0);
+  const std::uint64_t magic = records::kBarrierMagic;
+  const std::uint32_t version = records::kVersion + 1;
+  ASSERT_EQ(::pwrite(fd, &magic, sizeof magic, 0), static_cast<ssize_t>(sizeof magic));
+  ASSERT_EQ(::pwrite(fd, &version, sizeof version, 8), static_cast<ssize_t>(sizeof version));
+  ::close(fd);
+}
+
+TEST_F(RegistryTest, ClaimNeverRemovesAnotherLayoutVersionsBarrierUnderAFreePrefix) {
+  const std::string other = ns.shm_name(Namespace::prefix_suffix(0, "barrier"));
+  make_other_version_barrier(other);
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("j", 0, 1));
+  ASSERT_TRUE(l) << l.error().to_string();
+  EXPECT_FALSE(shm_names_with(other.substr(1)).empty()) << "another version's barrier was removed";
+  EXPECT_EQ(l->prefix, 1) << "prefix 0 is blocked by what stays under it";
+}
+
+TEST_F(RegistryTest, SweepNeverRemovesAnotherLayoutVersionsBarrierUnderADeadPrefix) {
+  testing::ShmTest::Gate never;
+  auto& dead = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("dead", 0, 1));
+    report(out, l ? std::to_string(l->prefix) : l.error().to_string());
+    never.wait_go();
+    return 0;
+  });
+  ASSERT_EQ(read_line(dead), "0");
+  const std::string other = ns.shm_name(Namespace::prefix_suffix(0, "barrier"));
+  make_other_version_barrier(other);
+  make_segment(ns.shm_name(Namespace::prefix_suffix(0, "shard_states")), 64);
+  kill_child(dead);
+  auto reg = Registry::open(ns);
+  auto removed = reg->reap();
+  ASSERT_TRUE(removed) << removed.error().to_string();
+  EXPECT_FALSE(shm_names_with(other.substr(1)).empty()) << "another version's barrier was removed";
+  EXPECT_TRUE(shm_names_with(ns.root + "000000_shard_states").empty()) << "the dead job's own segment stays";
+}
+
+// 13. milliseconds::max() overflowed now() + d: acquire failed at once with
+// "timed out after 9223372036854775807 ms". It means "no deadline".
+TEST_F(RegistryTest, MaxTimeoutMeansNoDeadline) {
+  auto& r0 = fork_child([&](int out) {
+    if (!failpoint::set_pause_spec("crash/registry/wait-before-sleep:1").empty()) return 2;
+    auto reg = Registry::open(ns);
+    auto s = job("j", 0, 2);
+    s.timeout = std::chrono::milliseconds::max();
+    auto l = reg->acquire(s);
+    report(out, l ? "ok " + std::to_string(l->prefix) : l.error().to_string());
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(r0)) << "rank 0 returned before waiting for rank 1: " << read_line(r0);
+  ::kill(r0.pid, SIGCONT);
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("j", 1, 2));
+  ASSERT_TRUE(l) << l.error().to_string();
+  EXPECT_EQ(read_line(r0), "ok " + std::to_string(l->prefix));
+}
+
+TEST_F(RegistryTest, NegativeTimeoutIsRefused) {
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg);
+  auto s = job("j", 0, 1);
+  s.timeout = -1ms;
+  auto l = reg->acquire(s);
+  ASSERT_FALSE(l);
+  EXPECT_EQ(l.error().code, Code::kInvalidArgument) << l.error().message;
+}
+
+// 15. Rebuilding a zero-length registry held four fds at once (the fast
+// path's, the init lock, the old and the new segment), against "at most three".
+TEST_F(RegistryTest, RebuildingAZeroLengthRegistryNeedsAtMostThreeFds) {
+  make_segment(ns.shm_name("registry"), 0);
+  auto& c = fork_child([&](int out) {
+    out = testing::leave_free_fds(out, 3);
+    if (out < 0) return 2;
+    auto reg = Registry::open(ns);
+    if (!reg) {
+      report(out, "open " + reg.error().to_string());
+      return 0;
+    }
+    auto l = reg->acquire(job("j", 0, 1));
+    report(out, l ? "granted " + std::to_string(l->prefix) : "acquire " + l.error().to_string());
+    return 0;
+  });
+  EXPECT_EQ(read_line(c), "granted 0");
+}
+
+// Retries, as user code with a retry loop makes them: a rank whose acquire
+// timed out (its peer was late) tries again and is granted the prefix with it.
+TEST_F(RegistryTest, AcquireRetriedAfterATimeoutSucceedsWithThePeer) {
+  auto& r1 = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    auto s = job("j", 1, 2);
+    s.timeout = 200ms;
+    auto first = reg->acquire(s);
+    report(out, first ? "ok" : std::string(code_name(first.error().code)));
+    s.timeout = 5000ms;
+    auto again = reg->acquire(s);
+    report(out, again ? "ok " + std::to_string(again->prefix) : again.error().to_string());
+    return 0;
+  });
+  EXPECT_EQ(read_line(r1), "timeout");
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("j", 0, 2));
+  ASSERT_TRUE(l) << l.error().to_string();
+  EXPECT_EQ(read_line(r1), "ok " + std::to_string(l->prefix));
+}
+
+// A rebuilt registry restarted serials at 1, so a new holding of a prefix
+// could carry the claim of an old holding whose barrier outlived it.
+TEST_F(RegistryTest, SerialsOfARebuiltRegistryNeverRepeatTheOldOnes) {
+  std::uint64_t first = 0;
+  {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j", 0, 1));
+    ASSERT_TRUE(l);
+    first = l->serial;
+    ASSERT_TRUE(reg->release(*l));
+  }
+  auto rep = clean_stale(ns);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  ASSERT_TRUE(shm_names_with(ns.root + "registry").empty()) << rep->to_string();
+  auto reg = Registry::open(ns);
+  auto l = reg->acquire(job("j", 0, 1));
+  ASSERT_TRUE(l);
+  EXPECT_NE(l->serial, first) << "the rebuilt registry's first claim repeats the old registry's first";
+}
+
+// A handle opened without `create` (the tracker's) recreated an empty registry
+// when the one it had opened was retired and removed by a cleanup.
+TEST_F(RegistryTest, ReapAfterACleanupRemovedTheRegistryDoesNotRecreateIt) {
+  {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j", 0, 1));
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(reg->release(*l));
+  }
+  auto reg = Registry::open(ns, false);
+  ASSERT_TRUE(reg);
+  auto rep = clean_stale(ns);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  ASSERT_TRUE(shm_names_with(ns.root + "registry").empty()) << rep->to_string();
+  auto removed = reg->reap();
+  EXPECT_TRUE(removed) << removed.error().to_string();
+  EXPECT_TRUE(shm_names_with(ns.root + "registry").empty()) << "reap recreated the registry";
+  EXPECT_TRUE(shm_names_with(ns.root).empty());
+}
+
+// torchrun without --standalone sets TORCHELASTIC_RUN_ID to its default,
+// "none", for every job: two jobs on one node got one job key.
+TEST(DefaultJobKey, TorchrunsDefaultRunIdDoesNotMakeTwoJobsOne) {
+  ::unsetenv("SHMCOORD_JOB_KEY");
+  ::setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  const std::string a = default_job_key();
+  ::setenv("MASTER_PORT", "29501", 1);
+  const std::string b = default_job_key();
+  ::setenv("TORCHELASTIC_RUN_ID", "3f2a", 1);
+  const std::string named = default_job_key();
+  ::unsetenv("TORCHELASTIC_RUN_ID");
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  EXPECT_NE(a, b) << "two torchrun jobs with the default run id share the key " << a;
+  EXPECT_EQ(named, "torchelastic:3f2a");
+}
+
+// The tracker's handle SIGKILLed its pid without knowing it was still its
+// tracker: here the tracker died and was reaped behind its back (SIGCHLD
+// ignored), and its pid went to an unrelated process, which the handle killed.
+TEST_F(RegistryTest, TrackerHandleNeverSignalsAProcessThatReusedTheTrackersPid) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for pid namespaces";
+  auto& box = fork_in_pid_namespace([&](int out) {
+    ::signal(SIGCHLD, SIG_IGN);  // children are reaped by the kernel, pids free at once
+    std::optional<ResourceTracker> t;
+    if (auto s = ResourceTracker::start(ns)) t.emplace(std::move(*s));
+    if (!t) return 2;
+    const pid_t old = t->pid();
+    ::kill(old, SIGKILL);
+    while (::kill(old, 0) == 0) ::usleep(1000);
+    // The next fork gets the tracker's old pid.
+    FILE* f = std::fopen("/proc/sys/kernel/ns_last_pid", "w");
+    if (!f) return 3;
+    std::fprintf(f, "%d", old - 1);
+    std::fclose(f);
+    int p[2];
+    if (::pipe(p) != 0) return 4;
+    pid_t stranger = ::fork();
+    if (stranger == 0) {
+      ::close(p[1]);
+      char c;
+      (void)!::read(p[0], &c, 1);  // lives until its gate closes
+      ::_exit(0);
+    }
+    ::close(p[0]);
+    if (stranger != old) {
+      report(out, "pid not reused: " + std::to_string(stranger) + " for " + std::to_string(old));
+      return 0;
+    }
+    t.reset();
+    report(out, ::kill(stranger, 0) == 0 ? "stranger alive" : "stranger killed");
+    ::close(p[1]);
+    return 0;
+  });
+  std::string got = read_line(box);
+  if (got.rfind("unshare", 0) == 0) GTEST_SKIP() << got;
+  EXPECT_EQ(got, "stranger alive");
 }
 
 }  // namespace

@@ -93,17 +93,20 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
   };
 
   for (int attempt = 0;; ++attempt) {
-    // Fast path: a published, live segment needs no lock.
-    auto fd = sys::shm_open(fp.open, name, O_RDWR);
-    if (fd) {
-      Segment s;
-      auto ok = map_existing(*fd, &s);
-      if (!ok) return std::unexpected(ok.error());
-      if (*ok) return s;
-    } else if (fd.error().code != Code::kNotFound) {
-      return std::unexpected(fd.error());
-    } else if (!create) {
-      return std::unexpected(fd.error());
+    {
+      // Fast path: a published, live segment needs no lock. Its fd is closed
+      // before the slow path opens anything (at most three fds at once).
+      auto fd = sys::shm_open(fp.open, name, O_RDWR);
+      if (fd) {
+        Segment s;
+        auto ok = map_existing(*fd, &s);
+        if (!ok) return std::unexpected(ok.error());
+        if (*ok) return s;
+      } else if (fd.error().code != Code::kNotFound) {
+        return std::unexpected(fd.error());
+      } else if (!create) {
+        return std::unexpected(fd.error());
+      }
     }
 
     // Slow path: create, or rebuild what is there, under the init lock.
@@ -113,8 +116,7 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
       if (!l) return std::unexpected(l.error());
       lock.emplace(std::move(*l));
     }
-    auto existing = sys::shm_open(fp.open, name, O_RDWR);
-    if (existing) {
+    if (auto existing = sys::shm_open(fp.open, name, O_RDWR)) {
       Segment s;
       auto ok = map_existing(*existing, &s);
       if (!ok) return std::unexpected(ok.error());
@@ -122,15 +124,18 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
       if (!create) {
         return fail(Code::kCorrupt, name + " exists but is not a valid segment (zero-length, truncated or garbage)");
       }
-      // A newer (or older) library's live segment is not ours to destroy.
-      if (auto st = sys::fstat(fp.fstat, existing->get(), name); st && static_cast<std::size_t>(st->st_size) >= 16) {
-        if (auto m = sys::mmap(fp.mmap, existing->get(), 16, name)) {
-          std::uint32_t v = records::version_of(m->get(), 16, spec.magic);
-          if (v != 0 && v != records::kVersion) {
-            return fail(Code::kCorrupt, name + " belongs to shmcoord layout version " + std::to_string(v) +
-                                            " (this library is version " + std::to_string(records::kVersion) +
-                                            "): not rebuilding another version's segment");
-          }
+      // A newer (or older) library's live segment is not ours to destroy;
+      // one we cannot read (no fd, no address space) is not judged garbage.
+      auto st = sys::fstat(fp.fstat, existing->get(), name);
+      if (!st) return std::unexpected(st.error());
+      if (static_cast<std::size_t>(st->st_size) >= 16) {
+        auto m = sys::mmap(fp.mmap, existing->get(), 16, name);
+        if (!m) return std::unexpected(m.error());
+        std::uint32_t v = records::version_of(m->get(), 16, spec.magic);
+        if (v != 0 && v != records::kVersion) {
+          return fail(Code::kCorrupt, name + " belongs to shmcoord layout version " + std::to_string(v) +
+                                          " (this library is version " + std::to_string(records::kVersion) +
+                                          "): not rebuilding another version's segment");
         }
       }
       // Zero-length (creator died before sizing), garbage, or retired: unlink and rebuild.

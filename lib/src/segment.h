@@ -32,9 +32,21 @@ namespace shmcoord {
 
 using Clock = std::chrono::steady_clock;
 
+// A point in time a call gives up at. after() saturates: a duration too long
+// to add to now() (milliseconds::max() included) is no deadline at all, never
+// an overflow into the past.
 struct Deadline {
   Clock::time_point at;
-  static Deadline after(std::chrono::milliseconds d) { return Deadline{Clock::now() + d}; }
+  static Deadline after(std::chrono::milliseconds d) {
+    const Clock::time_point now = Clock::now();
+    if (d.count() <= 0) return Deadline{now};
+    // Both in nanoseconds: how far the clock can still go, and d if it fits.
+    const auto room = Clock::time_point::max() - now;
+    const auto most = std::chrono::duration_cast<std::chrono::milliseconds>(room);
+    if (d >= most) return Deadline{Clock::time_point::max()};
+    return Deadline{now + std::chrono::duration_cast<Clock::duration>(d)};
+  }
+  static Deadline never() { return Deadline{Clock::time_point::max()}; }
   bool passed() const { return Clock::now() >= at; }
   std::chrono::nanoseconds left() const {
     auto l = at - Clock::now();

@@ -13,11 +13,13 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <chrono>
 #include <cstdlib>
@@ -57,6 +59,71 @@ inline void next_clock_tick() {
   };
   const long long t0 = tick();
   while (tick() == t0) ::usleep(1000);
+}
+
+// In a forked child: keeps only fds 0-2 and `keep` (moved to fd 3), and lowers
+// RLIMIT_NOFILE so that exactly `free_fds` more descriptors can be opened.
+// Returns the new number of `keep` (3), or -1.
+inline int leave_free_fds(int keep, int free_fds) {
+  if (keep != 3 && ::dup2(keep, 3) < 0) return -1;
+  ::syscall(SYS_close_range, 4, ~0U, 0);
+  struct rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+  rl.rlim_cur = static_cast<rlim_t>(4 + free_fds);
+  return ::setrlimit(RLIMIT_NOFILE, &rl) == 0 ? 3 : -1;
+}
+
+// In a forked child: lowers RLIMIT_AS to the current address space plus
+// `headroom` bytes, so a mapping larger than that fails with ENOMEM.
+inline bool limit_address_space(std::size_t headroom) {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return false;
+  unsigned long pages = 0;
+  const bool ok = std::fscanf(f, "%lu", &pages) == 1;
+  std::fclose(f);
+  if (!ok) return false;
+  struct rlimit rl{};
+  if (::getrlimit(RLIMIT_AS, &rl) != 0) return false;
+  rl.rlim_cur = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + headroom;
+  return ::setrlimit(RLIMIT_AS, &rl) == 0;
+}
+
+// True when built with AddressSanitizer, whose shadow memory makes RLIMIT_AS
+// meaningless (every allocation would fail first).
+inline constexpr bool kAsan =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#else
+    false;
+#endif
+
+// The outer pid of the first child of `parent` (its /proc children list),
+// or -1: how a test finds a process forked inside a pid namespace.
+inline pid_t first_child_of(pid_t parent) {
+  const std::string path = "/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return -1;
+  int pid = -1;
+  if (std::fscanf(f, "%d", &pid) != 1) pid = -1;
+  std::fclose(f);
+  return pid;
+}
+
+// Blocks until `pid` is asleep in the futex syscall (the kernel's own
+// /proc/<pid>/syscall, no guessing): a locker blocked on a lock. False after `timeout`.
+inline bool wait_in_futex(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/syscall";
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      long nr = -1;
+      const bool got = std::fscanf(f, "%ld", &nr) == 1;
+      std::fclose(f);
+      if (got && nr == SYS_futex) return true;
+    }
+    ::usleep(1000);
+  }
+  return false;
 }
 
 struct ChildProc {

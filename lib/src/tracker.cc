@@ -17,6 +17,7 @@ Result<ResourceTracker> ResourceTracker::start(const Namespace& ns) {
   if (auto v = ns.validate(); !v) return std::unexpected(v.error());
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   if (pidfd < 0) return std::unexpected(sys_error("pidfd_open", "self", errno));
+  const pid_t owner = ::getpid();
   pid_t child = ::fork();
   if (child < 0) {
     int e = errno;
@@ -36,14 +37,29 @@ Result<ResourceTracker> ResourceTracker::start(const Namespace& ns) {
     ::_exit(0);
   }
   ::close(pidfd);
-  return ResourceTracker(child);
+  // The child exits only after us (or at once, if it could not even dup2), and
+  // until we reap it its pid stays its: this pidfd is the tracker's.
+  int tracker = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+  if (tracker < 0) {
+    const int e = errno;
+    if (e != ESRCH) ::kill(child, SIGKILL);  // ESRCH: already gone (and reaped: SIGCHLD ignored)
+    while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return std::unexpected(sys_error("pidfd_open", "resource tracker", e));
+  }
+  return ResourceTracker(child, tracker, owner);
 }
 
 ResourceTracker::~ResourceTracker() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  if (pidfd_ < 0) return;
+  if (::getpid() == owner_) {
+    // Through the pidfd: a pid reused by another process is never signalled.
+    if (::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0) == 0) {
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
   }
+  ::close(pidfd_);
 }
 
 }  // namespace shmcoord

@@ -23,12 +23,25 @@
 //   the prefix names of such a registry (reported as skipped).
 // - Decides by name, ownership and leases, never by reading a record it has not
 //   validated, so zero-length, truncated and garbage segments are removed like
-//   any other stale entry instead of stopping it.
+//   any other stale entry instead of stopping it. Only what it has read is
+//   judged: a registry it cannot open or map (one fd left, RLIMIT_AS, EACCES)
+//   is never taken for garbage (ours: clean_stale fails with that error and
+//   removes nothing under a prefix; another user's: its prefixes are skipped),
+//   a barrier it cannot read is kept saying why, and names it cannot list
+//   (EMFILE on opendir) fail the cleanup instead of looking absent.
+// - Only the namespace's own names: "<root><suffix>" with a dot-free suffix
+//   (namespace.h), so a root nested in ours ("a.b." in "a.") is never touched,
+//   and a lock dir that is /dev/shm is refused (Code::kInvalidArgument) before
+//   anything is judged.
+// - Locks registries and barriers with a lease of its own (taken at the first
+//   lock, dropped before the leases file is judged); if it dies holding one,
+//   the next locker repairs, and a barrier it was judging is not broken.
 // - Idempotent, and safe from several processes at once (the init lock
 //   serialises them). A cleanup killed anywhere leaves nothing the next one
 //   cannot finish: a registry it retired but did not unlink is removed by the
 //   next cleanup (or rebuilt by the next acquire).
-// - Time O(names under the root + registry slots); no fd stays open.
+// - Time O(names under the root + registry slots); no fd stays open, and at
+//   most three are open at once (the init lock, its lease, one more).
 #pragma once
 
 #include <chrono>

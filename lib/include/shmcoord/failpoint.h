@@ -62,7 +62,8 @@ inline constexpr Point kPoints[] = {
     {"crash/registry/after-size", Kind::kWindow, "registry sized, not initialised or published (init lock held)"},
     {"crash/barrier/after-create", Kind::kWindow, "barrier created, not sized (init lock held)"},
     {"crash/barrier/after-size", Kind::kWindow, "barrier sized, not initialised or published (init lock held)"},
-    // Names outside the registry, the init lock, the leases file, mutexes.
+    // Names outside the registry, the init lock, the leases file, the locks.
+    {"shm/stale/open", Kind::kSyscall, "opening a stale segment to check it is no other layout version's before removing it"},
     {"shm/stale/unlink", Kind::kSyscall, "removing a stale prefix segment (sweep, claim, cleanup)"},
     {"shm/dir/list", Kind::kSyscall, "listing /dev/shm"},
     {"lock/dir/list", Kind::kSyscall, "listing the lock dir"},
@@ -72,7 +73,7 @@ inline constexpr Point kPoints[] = {
     {"lock/stale/open", Kind::kSyscall, "opening a lock file to test it"},
     {"lock/stale/flock", Kind::kSyscall, "testing a lock file with LOCK_NB"},
     {"lock/stale/unlink", Kind::kSyscall, "removing an unheld lock file"},
-    {"mutex/lock", Kind::kSyscall, "locking a registry or barrier mutex (fails as if the lock call failed)"},
+    {"mutex/lock", Kind::kSyscall, "locking a registry or barrier lock (fails as if the lock call failed)"},
     {"lease/open", Kind::kSyscall, "opening (creating) the leases file <root>leases"},
     {"lease/lock", Kind::kSyscall, "locking this process's lease cell"},
     {"lease/unlink", Kind::kSyscall, "removing the leases file once no process holds a lease"},
@@ -95,6 +96,7 @@ inline constexpr Point kPoints[] = {
     {"crash/cleanup/registry-locked", Kind::kWindow, "clean_stale holds the registry lock, before the sweep (the old snapshot point)"},
     {"crash/cleanup/after-sweep", Kind::kWindow, "dead slots freed and stale prefix names removed, registry lock still held"},
     {"crash/cleanup/registry-retired", Kind::kWindow, "the empty registry marked retired, not yet unlinked"},
+    {"crash/cleanup/barrier-locked", Kind::kWindow, "clean_stale holds a barrier's lock, its participants not yet judged"},
     {"crash/cleanup/barrier-retired", Kind::kWindow, "a barrier with no live participant marked retired, not yet unlinked"},
     {"crash/cleanup/before-init-unlink", Kind::kWindow, "nothing of the namespace left, before removing the init lock"},
     // Barrier.
@@ -102,7 +104,7 @@ inline constexpr Point kPoints[] = {
     {"crash/barrier/attach/half-reset", Kind::kWindow, "a stale barrier's seats cleared, its counters not yet (lock held)"},
     {"crash/barrier/attach/locked", Kind::kWindow, "a seat chosen, the participant not yet written (lock held)"},
     {"crash/barrier/wait/after-enter", Kind::kWindow, "arrival counted, not yet marked as arrived"},
-    {"crash/barrier/wait/before-release", Kind::kWindow, "the last arrival, every arrival marked, round not yet released"},
+    {"crash/barrier/wait/before-release", Kind::kWindow, "the last arrival counted, round not yet released (a survivor releases it)"},
     {"crash/barrier/wait/before-sleep", Kind::kWindow, "arrived, before the futex wait"},
     {"crash/barrier/wait/check-locked", Kind::kWindow, "a waiter's liveness check holds the barrier lock"},
     {"crash/barrier/break-half-written", Kind::kWindow, "a break reason written, the broken flag not yet set (lock held)"},

@@ -1,5 +1,5 @@
 // The prefix registry: one segment per namespace ("<root>registry") holding a
-// table of prefixes 0..255, guarded by a robust process-shared mutex.
+// table of prefixes 0..255, guarded by a lease lock (lib/src/lease_lock.h).
 //
 // Process contract:
 // - The ranks of a job on one node share a job key. The first to arrive claims
@@ -17,9 +17,14 @@
 //   the other. Two datasets over one local dir with a remote get Code::kInUse
 //   ("Reused local directory ... this process"); ranks that really disagree
 //   on dirs still all get "ranks disagree on local dirs".
-// - Claiming happens under the mutex, so two jobs never share a prefix, and a
-//   half-written claim or join is never visible (a writer that dies holding the
-//   lock is repaired by the next locker).
+// - Claiming happens under the registry lock, so two jobs never share a
+//   prefix, and a half-written claim or join is never visible (a writer that
+//   dies holding the lock is repaired by the next locker). The lock is a lease
+//   lock (lib/src/lease_lock.h): its holder is named by its lease, not by a
+//   tid, so a pid twin of the holder in another pid namespace that dies
+//   blocked on it cannot make the kernel hand it over (a robust pthread mutex
+//   did: the kernel compares namespace-local tids), and a holder's death is
+//   seen within ~10 ms by whoever waits.
 // - Liveness is a kernel lease (lib/src/lease.h): a process holding a prefix
 //   holds a record lock on its own cell of the shm object "<root>leases", which
 //   the kernel drops when the process dies (SIGKILL included) and a forked child
@@ -36,11 +41,32 @@
 //   previous user is left under it.
 // - A local dir is exclusive when either its registration or the request has a
 //   remote: the request fails with Code::kInUse naming the dir, the job and pid.
+// - A prefix is granted only over names someone looked for: when the names
+//   under a prefix cannot be listed (EMFILE on opendir, a lock dir we may not
+//   read), acquire fails with that error, a dead job's slot is not freed, and
+//   release keeps the freed slot for a later sweep (reporting the error).
+//   Names of another shmcoord layout version's registry or barrier are never
+//   removed; a prefix with such a name left under it is passed over.
+// - Fork: a Registry handle inherited by a forked child acts for the child:
+//   its acquire takes the child's own lease (the parent's is not inherited).
+//   A Lease is its acquiring process's: release() of a parent's Lease in a
+//   child is Code::kInvalidArgument naming the acquiring pid, and changes
+//   nothing. Destroying a handle only unmaps it.
+// - Serials start at a random value in every registry, so a registry rebuilt
+//   after a cleanup never repeats an old holding's claim (BarrierOptions::claim).
 // - Open fds: one (the lease) while the process holds anything in the
-//   namespace, none otherwise; at most three during a call.
+//   namespace, none otherwise; at most three during a call (the lease
+//   included), also when a zero-length registry is rebuilt.
 // - Every wait is bounded by JobSpec::timeout (plus 100 ms to fail the job for
-//   every rank).
+//   every rank). Timeouts saturate: milliseconds::max() is no deadline; a
+//   negative one is Code::kInvalidArgument. Taking the lease waits for a
+//   cleanup that holds the leases file locked while removing it, up to the
+//   same deadline. reap() and snapshot() take a lease of their own for the
+//   lock; on a handle opened without `create` whose registry a cleanup
+//   removed, they return nothing and create nothing.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -68,14 +94,18 @@ struct JobSpec {
   std::chrono::milliseconds timeout{30000};
 };
 
-// SHMCOORD_JOB_KEY, else TORCHELASTIC_RUN_ID, else "ppid:<ppid>:<start time>"
-// (ranks started by one launcher share a parent).
+// SHMCOORD_JOB_KEY, else TORCHELASTIC_RUN_ID ("torchelastic:<id>"; torchrun's
+// default id "none" is the same for every job launched without --standalone or
+// --rdzv-id, so then "torchelastic:none@<MASTER_ADDR>:<MASTER_PORT>", the job's
+// own rendezvous endpoint), else "ppid:<ppid>:<start time>" (ranks started by
+// one launcher share a parent).
 std::string default_job_key();
 
 struct Lease {
   int prefix = -1;
   std::uint64_t serial = 0;  // distinguishes this claim from later reuse of the prefix
   int local_rank = -1;
+  pid_t pid = 0;             // the process that acquired it (0: unknown); only it may release it
 };
 
 struct SlotInfo {
