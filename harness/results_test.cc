@@ -203,6 +203,16 @@ TEST(RunResult, MissingReachedNamesStatesNoTrialReached) {
   EXPECT_EQ(r.exit_code(), 4);
 }
 
+TEST(RunResult, MissingReachedTakesEitherAlternative) {
+  RunResult r;
+  r.expect_reached["s"] = {"a|b", "c|d"};
+  TrialResult t;
+  t.scenario = "s";
+  t.reached = {"b"};
+  r.add(t);
+  EXPECT_EQ(r.missing_reached(), (std::vector<std::string>{"s: c|d"}));
+}
+
 TEST(RunResult, ExitCodes) {
   auto run_of = [](Verdict v, bool harness_error, bool interrupted) {
     RunResult r;

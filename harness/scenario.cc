@@ -255,7 +255,7 @@ class Parser {
         expect_violation = node;
         ok = get_invariant_list(*node, "expect_violation", &out->expect_violation);
       } else if (k == "expect_reached") {
-        ok = get_state_list(*node, "expect_reached", &out->expect_reached);
+        ok = get_state_list(*node, "expect_reached", &out->expect_reached, /*alternatives=*/true);
       } else if (k == "expect_evidence") {
         ok = get_state_list(*node, "expect_evidence", &out->expect_evidence, /*alternatives=*/true);
       } else if (k == "excuse") {

@@ -1662,21 +1662,36 @@ class Supervisor {
     poll_tracked();
   }
 
+  // One cleanup per namespace the trial used: the trial's own and each
+  // nested one ([job] root_suffix). Roots are prefix-free to a correct
+  // subject, so the outer namespace's cleanup never takes the inner one's
+  // names: each namespace is cleaned by its own, as its users would.
   void cleanup_step() {
-    std::map<std::string, std::string> env = {{"SHMSTRESS_ROLE", "cleanup"}, {"SHMSTRESS_JOB", "-1"}, {"SHMSTRESS_RANK", "-1"}};
-    cleanup_pid_ = spawn(env, "cleanup");
-    if (cleanup_pid_ <= 0) return;
-    Worker c{-1, -1};
-    c.self_pid = cleanup_pid_;
-    workers_[cleanup_pid_] = c;
-    std::int64_t until = mono_ns() + 10'000'000'000LL;
-    while (!cleanup_done_ && mono_ns() < until) {
-      reap();
-      wait_chld(until);
+    std::set<std::string> suffixes = {""};
+    for (const WorkerPlan& w : plan_.workers) {
+      if (auto it = w.env.find("SHMSTRESS_ROOT_SUFFIX"); it != w.env.end()) suffixes.insert(it->second);
     }
-    if (!cleanup_done_) {
-      ::kill(cleanup_pid_, SIGKILL);
-      log_.emit({{"type", "harness-error"}, {"message", "cleanup step did not finish in 10 s"}});
+    int n = 0;
+    for (const std::string& suffix : suffixes) {
+      std::map<std::string, std::string> env = {
+          {"SHMSTRESS_ROLE", "cleanup"}, {"SHMSTRESS_JOB", "-1"}, {"SHMSTRESS_RANK", "-1"}};
+      if (!suffix.empty()) env["SHMSTRESS_ROOT_SUFFIX"] = suffix;
+      cleanup_done_ = false;
+      cleanup_pid_ = spawn(env, n++ == 0 ? "cleanup" : "cleanup-" + std::to_string(n - 1));
+      if (cleanup_pid_ <= 0) return;
+      Worker c{-1, -1};
+      c.self_pid = cleanup_pid_;
+      workers_[cleanup_pid_] = c;
+      std::int64_t until = mono_ns() + 10'000'000'000LL;
+      while (!cleanup_done_ && mono_ns() < until) {
+        reap();
+        wait_chld(until);
+      }
+      if (!cleanup_done_) {
+        ::kill(cleanup_pid_, SIGKILL);
+        log_.emit({{"type", "harness-error"}, {"message", "cleanup step did not finish in 10 s"}});
+        return;
+      }
     }
   }
 

@@ -49,8 +49,9 @@ const std::vector<FaultRule>& rules() {
        "a rank's lock dir differs: excuses nothing"},
       {"misconfig", "lock-dir-shm", false, false, {"invalid-argument"}, {"own", "timeout", "broken"}, {},
        "a rank's lock dir is /dev/shm: it may be refused (invalid-argument), its peers fail with it"},
-      {"misconfig", "barrier-name", false, false, {"invalid-argument"}, {"own", "timeout", "broken"}, {},
-       "a rank names its barrier like the namespace's own objects: it may be refused, its peers fail with it"},
+      {"misconfig", "barrier-name", false, false, {"invalid-argument", "mismatch"}, {"own", "timeout", "broken"}, {},
+       "a rank names its barrier outside its prefix: it may be refused (a reserved name), or meet another "
+       "job's live barrier of that name (mismatch); its peers fail with it"},
       {"pause-at-point", "", false, true, {"timeout"}, {"timeout"}, {},
        "a rank stopped at a failpoint is alive: as sigstop (the pauses stay below the deadlines)"},
       {"replacement", "", true, true, {"timeout"}, {"timeout", "broken"}, {},
