@@ -53,7 +53,7 @@ const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
     "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines",
     "job",    "fault",       "subject"};
-const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "cleanup"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload"};
 const std::vector<std::string_view> kWorkloadKeys = {
@@ -602,6 +602,8 @@ class Parser {
         dst = &out->liveness;
       } else if (key->str() == "release") {
         dst = &out->release;
+      } else if (key->str() == "cleanup") {
+        dst = &out->cleanup;
       } else {
         return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
       }

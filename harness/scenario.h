@@ -82,6 +82,10 @@ struct Scenario {
   Ms barrier_deadline{3000};
   Ms liveness{1000};  // a gone barrier participant is noticed by everyone within this (+ slack)
   Ms release{0};      // once a round is released every waiter leaves within this; 0: not judged
+  // Eventual cleanup: once its holders are gone, what a job created is gone
+  // within this, cleaned by the processes it left (resource trackers, pool
+  // workers); the audit lets them run that long. 0: a 1 s grace.
+  Ms cleanup{0};
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
   // The subject this scenario is written for: "native", a named subject
@@ -91,6 +95,7 @@ struct Scenario {
   int subject_line = 0;  // of the `subject` key, for errors found when resolving it
   std::vector<std::string> subject_command;  // resolved from `subject` (empty: native)
   std::optional<std::string> subject_root;   // the subject's own shm name root, if it declares one
+  std::string subject_shm_size;              // the subject's own /dev/shm size, if it declares one
   int default_trials = 10;
   std::string raw_toml;  // the file's text, copied into each trial dir
 };
