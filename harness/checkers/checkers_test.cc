@@ -2173,8 +2173,11 @@ TEST(ResourcePrivate, AFolderLeftListableAndAFileReadableUntilItsChmodAreInvalid
   History h = t.Exit(0, 0, 200, 0).End(301).Build(Meta());
   CheckResult r = Check("resource.private", h);
   EXPECT_VERDICT(r, kInvalid);
-  EXPECT_TRUE(Names(r, {"folder " + kDir0, "mode 0755", "never made private"})) << Dump(r);
-  EXPECT_TRUE(Names(r, {"file " + kFile0, "mode 0644", "in folder " + kDir0, "until its chmod to 0600 began at +9.000ms",
+  EXPECT_TRUE(Names(r, {"folder " + kDir0, "mode 0755", "its group and other users may list it",
+                        "never made private (still so at the end"}))
+      << Dump(r);
+  EXPECT_TRUE(Names(r, {"file " + kFile0, "mode 0644", "its group and other users may read it",
+                        "in folder " + kDir0, "written from +4.000ms", "until its chmod to 0600 began at +9.000ms",
                         "1.000ms readable"}))
       << Dump(r);
   EXPECT_TRUE(Reached(r, "folder-never-private")) << Dump(r);
@@ -2194,9 +2197,22 @@ TEST(ResourcePrivate, AFolderListableOnlyUntilItsChmodIsStillInvalidButAFileInsi
   CheckResult r = Check("resource.private", h);
   EXPECT_VERDICT(r, kInvalid);
   EXPECT_TRUE(Names(r, {"folder " + kDir0, "mode 0755", "until its chmod to 0700 began at +3.100ms"})) << Dump(r);
+  EXPECT_EQ(r.problems.size(), 1u) << Dump(r);
   EXPECT_FALSE(Names(r, {kFile0})) << Dump(r);
   EXPECT_TRUE(Reached(r, "folder-readable-before-chmod")) << Dump(r);
   EXPECT_TRUE(Reached(r, "resource-chmod-after-create")) << Dump(r);
+}
+
+TEST(ResourcePrivate, AFolderNeverMadePrivateIsJudgedUntilItsCreatorRemovesIt) {
+  Trial t;
+  t.Ok(0, 0, "pool", 1, 100)
+      .Ok(0, 0, "folder", 2, 3, Made(kDir0, 5, 0750), {{"name", kDir0}})
+      .Ok(0, 0, "remove", 150, 151, {{"removed", {kDir0}}}, {{"name", kDir0}});
+  History h = t.Exit(0, 0, 200, 0).End(301).Build(Meta());
+  CheckResult r = Check("resource.private", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"mode 0750", "its group may list it", "until its removal began at +150.000ms (147.000ms)"}))
+      << Dump(r);
 }
 
 TEST(ResourcePrivate, ObjectsReportedWithoutAModeAreNotJudged) {

@@ -41,6 +41,12 @@ struct Object {
 
 std::string octal(unsigned mode) { return fmt::format("0{:o}", mode); }
 
+// "other users", "its group" or "its group and other users" for read bits 040 / 004.
+std::string readers(unsigned read) {
+  if ((read & 044) == 044) return "its group and other users";
+  return (read & 040) != 0 ? "its group" : "other users";
+}
+
 // Its modes over time: as created, then as each of its creator's chmods set it.
 Object timeline(const History& h, const Op& made) {
   Object o{&made, {Span{*made.mode, made.complete_t, kForever, nullptr}}};
@@ -74,11 +80,26 @@ const Op* folder_of(const History& h, const Op& file) {
   return found;
 }
 
-std::string until(const History& h, const Span& s, std::int64_t end_of_history) {
+// When its creator began to remove it (a `remove` of it or of its folder), if it did.
+std::optional<std::int64_t> removal(const History& h, const Op& made) {
+  for (const Op& op : h.ops) {
+    if (op.op == "remove" && op.pid == made.pid && op.job == made.job && op.rank == made.rank &&
+        op.invoke_t >= made.complete_t && checks::under(made.segment->name, checks::json_string(op.args, "name"))) {
+      return op.invoke_t;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string until(const History& h, const Op& made, const Span& s, std::int64_t end_of_history) {
   if (s.ended_by != nullptr) {
     return fmt::format("until its chmod to {} began at {} ({} readable)",
                        s.ended_by->mode ? octal(*s.ended_by->mode) : std::string("?"),
                        checks::at(h, s.to), checks::ms(s.to - s.from));
+  }
+  if (auto gone = removal(h, made)) {
+    return fmt::format("and was never made private: so until its removal began at {} ({})", checks::at(h, *gone),
+                       checks::ms(*gone - s.from));
   }
   return fmt::format("and was never made private (still so at the end of the history, {})",
                      checks::at(h, end_of_history));
@@ -103,8 +124,8 @@ CheckResult check_resource_private(const History& h) {
       for (const Span& s : o.spans) {
         if ((s.mode & 044) == 0) continue;
         rep.reach(s.ended_by != nullptr ? "folder-readable-before-chmod" : "folder-never-private");
-        rep.invalid(fmt::format("{} was mode {} (other users may list it) from {} {}", what, octal(s.mode),
-                                checks::at(h, s.from), until(h, s, end)));
+        rep.invalid(fmt::format("{} was mode {} ({} may list it) from {} {}", what, octal(s.mode),
+                                readers(s.mode & 044), checks::at(h, s.from), until(h, made, s, end)));
         break;
       }
       continue;
@@ -112,33 +133,35 @@ CheckResult check_resource_private(const History& h) {
     // A file: readable by a class (group, others) while its folder lets that class through.
     const Op* dir = folder_of(h, made);
     const Object folder = dir != nullptr ? timeline(h, *dir) : Object{};
-    bool reported = false;
     for (const Span& s : o.spans) {
+      // The classes (group, others) that may read it and get to it, and since when.
+      unsigned who = 0;
+      std::int64_t since = s.to;
       for (unsigned read : {040u, 004u}) {
-        if (reported || (s.mode & read) == 0) continue;
+        if ((s.mode & read) == 0) continue;
         const unsigned pass = read >> 2;  // the same class's x bit
-        std::optional<std::pair<std::int64_t, std::int64_t>> window;
-        if (dir == nullptr) {
-          window = std::pair{s.from, s.to};  // a folder it did not create: assume others get through
-        } else {
-          for (const Span& d : folder.spans) {
-            if ((d.mode & pass) == 0) continue;
-            const std::int64_t a = std::max(s.from, d.from), b = std::min(s.to, d.to);
-            if (a <= b) {
-              window = std::pair{a, b};
-              break;
-            }
+        if (dir == nullptr) {  // a folder it did not create: assume others get through
+          who |= read;
+          since = std::min(since, s.from);
+          continue;
+        }
+        for (const Span& d : folder.spans) {
+          if ((d.mode & pass) == 0) continue;
+          const std::int64_t a = std::max(s.from, d.from), b = std::min(s.to, d.to);
+          if (a <= b) {
+            who |= read;
+            since = std::min(since, a);
+            break;
           }
         }
-        if (!window) continue;
-        reported = true;
-        rep.reach("file-readable-before-chmod");
-        rep.invalid(fmt::format(
-            "{} was mode {} ({} may read it){} from {} {}", what, octal(s.mode),
-            read == 040 ? "its group" : "other users",
-            dir == nullptr ? "" : fmt::format(" in folder {} that lets them through", dir->segment->name),
-            checks::at(h, window->first), until(h, s, end)));
       }
+      if (who == 0) continue;
+      rep.reach("file-readable-before-chmod");
+      rep.invalid(fmt::format(
+          "{} was mode {} ({} may read it){} from {} (written from {}) {}", what, octal(s.mode), readers(who),
+          dir == nullptr ? "" : fmt::format(" in folder {} that lets them through", dir->segment->name),
+          checks::at(h, since), checks::at(h, made.invoke_t), until(h, made, s, end)));
+      break;
     }
   }
   return rep.take();

@@ -15,7 +15,8 @@ function and reporting what happened as an op: ``folder`` and ``file`` (created,
 the mode as created), ``chmod``, ``track`` (the resource tracker's register / unregister /
 maybe_unlink), ``remove`` (what a delete removed). The pool itself is the op ``pool`` (invoke when
 the call starts, ok or fail when it returns); while it runs a thread witnesses every folder and file
-the parent created (``witness`` with ``when = "live"``, with the pool workers that map each file).
+the parent created (``witness`` with ``when = "live"``, with the pool workers that map each file),
+and logs ``mapped`` the first time it sees pool workers map a file (they are busy with it).
 See docs/joblib.md.
 
 One knob changes joblib's configuration: loky's ``idle_worker_timeout`` (300 s by default, no
@@ -457,6 +458,10 @@ class Recorder:
         with self.lock:
             return [n for n, _ in self.created if n not in self.removing]
 
+    def files(self) -> list:
+        with self.lock:
+            return [n for n, kind in self.created if kind == 'file']
+
     def everything(self) -> list:
         with self.lock:
             return [n for n, _ in self.created]
@@ -485,11 +490,11 @@ def current_umask() -> int:
     return mask
 
 
-def witness(w: Worker, names: list, when: str, workers: list = None) -> None:
+def witness(w: Worker, names: list, when: str, workers: list = None) -> list:
     """What lstat(2) shows now of each name (docs/worker-protocol.md, witnesses), with the pool
-    workers that map each file."""
+    workers that map each file. Returns the entries."""
     if not names:
-        return
+        return []
     op = Op(w, 'witness', {'when': when})
     seen = [observe(n) for n in names]
     if workers:
@@ -498,22 +503,31 @@ def witness(w: Worker, names: list, when: str, workers: list = None) -> None:
             if 'dev' in s:
                 s['mapped_by'] = maps.get(s['name'], [])
     op.ok({'segments': seen})
+    return seen
 
 
 class LiveWitness(threading.Thread):
-    """Witnesses what the parent holds every WITNESS_EVERY_S while its pool op is open."""
+    """Witnesses what the parent holds every WITNESS_EVERY_S while its pool op is open. The first
+    time it sees pool workers map a file it also logs `mapped` (the workers are busy with it), an
+    event a scenario can place a fault after (signal-on-event after = "ok:mapped")."""
 
     def __init__(self, w: Worker, rec: Recorder) -> None:
         super().__init__(name='shmstress-witness', daemon=True)
         self.w = w
         self.rec = rec
         self.done = threading.Event()
+        self.mapped = set()
 
     def run(self) -> None:
         while not self.done.wait(WITNESS_EVERY_S):
             names = self.rec.held()
-            if names:
-                witness(self.w, names, 'live', pool_workers())
+            if not names:
+                continue
+            files = set(self.rec.files())
+            for s in witness(self.w, names, 'live', pool_workers()):
+                if s['name'] in files and s.get('mapped_by') and s['name'] not in self.mapped:
+                    self.mapped.add(s['name'])
+                    Op(self.w, 'mapped', {'name': s['name']}).ok({'name': s['name'], 'workers': s['mapped_by']})
 
     def stop(self) -> None:
         self.done.set()
