@@ -34,6 +34,7 @@ import errno
 import json
 import os
 import random
+import shutil
 import signal
 import stat
 import sys
@@ -165,6 +166,7 @@ class Worker:
         self.job = env_int('SHMSTRESS_JOB', -1)
         self.rank = env_int('SHMSTRESS_RANK', -1)
         self.local_rank = env_int('SHMSTRESS_LOCAL_RANK', self.rank)
+        self.pid = os.getpid()
         self._next_id = 0
         self._lock = threading.Lock()
 
@@ -177,6 +179,16 @@ class Worker:
         event = {'t': mono_ns(), 'type': type_, 'pid': os.getpid(), 'job': self.job, 'rank': self.rank,
                  'local_rank': self.local_rank}
         event.update(fields)
+        if event['pid'] != self.pid:
+            # A process forked from this rank that did not exec (loky's fork_exec child when
+            # close_fds fails, e.g. EMFILE reading /proc/self/fd) runs the rank's Python code,
+            # joblib's cleanup and exit handlers included. Its events would claim the rank's
+            # identity with a pid the harness never started and never reaps: they go to stderr.
+            try:
+                os.write(2, b'adapter.py: forked child of the rank, not logged: ' + fit_line(event))
+            except OSError:
+                pass
+            return
         self.log.emit(event)
 
 
@@ -596,10 +608,26 @@ def shm_free_bytes() -> int:
 
 
 def run_clean(w: Worker) -> bool:
-    """joblib has no stale cleanup: the cleanup role only looks. It removes nothing and reports,
-    as kept, every joblib folder it finds (what a user's `ls /dev/shm` would show)."""
+    """joblib has no stale cleanup: a `clean` only looks. It removes nothing and reports, as kept,
+    every joblib folder it finds (what a user's `ls /dev/shm` would show).
+
+    SHMSTRESS_JOBLIB_CLEAN=sweep makes it the workaround users post instead (joblib #198: `rm -rf
+    /dev/shm/joblib_memmapping_folder_*`): every joblib folder found is removed, live or not. Not
+    joblib's code: a known-bad cleanup, to show cleanup.safety catching a removal under a live pool."""
     op = Op(w, 'clean')
-    op.ok({'removed': [], 'kept': joblib_folders(), 'skipped': []})
+    found = joblib_folders()
+    if os.environ.get('SHMSTRESS_JOBLIB_CLEAN', '') != 'sweep':
+        op.ok({'removed': [], 'kept': found, 'skipped': []})
+        return True
+    removed, kept = [], []
+    for folder in found:
+        before = [folder] + [os.path.join(folder, n) for n in safe_listdir(folder)]
+        shutil.rmtree(folder, ignore_errors=True)
+        gone = [n for n in before if 'missing' in observe(n)]
+        removed += gone
+        if folder not in gone:
+            kept.append(folder)
+    op.ok({'removed': removed, 'kept': kept, 'skipped': []})
     return True
 
 

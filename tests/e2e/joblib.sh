@@ -53,6 +53,37 @@ for n in parent-kill-busy parent-kill-idle; do
 done
 echo "joblib 1.2.0: all of scenarios/joblib in $((($(date +%s%N) - start) / 1000000)) ms"
 
+# What is claimed caught has a control, and the reverse.
+# - resource.private: the same trials under umask 077 create everything private and pass it
+#   (the checker reads modes; it does not fail joblib by name).
+# - cleanup.safety: sweep-while-live passed above with joblib's (absent) stale cleanup; with the
+#   users' rm -rf sweep as the clean it must break, naming the sweep as the remover.
+start=$(date +%s%N)
+(umask 077; "$S" run scenarios/joblib/permission-shm.toml scenarios/joblib/small-shm.toml --trials 1 --seed 5 \
+  --keep-passing --max-kept 0 --out "$SCRATCH/umask077" >"$SCRATCH/umask077.log" 2>&1) || true
+"$PY" - "$SCRATCH/umask077" <<'EOF2' || { tail -20 "$SCRATCH/umask077.log"; fail "under umask 077 resource.private did not hold with everything created private"; }
+import glob, json, sys
+checks = [c for v in glob.glob(sys.argv[1] + '/*/trial-*/verdict.json') for c in json.load(open(v))['checks']
+          if c['invariant'] == 'resource.private']
+ok = len(checks) == 2 and all(c['verdict'] == 'valid' and 'resource-created-private' in c.get('reached', [])
+                              for c in checks)
+sys.exit(0 if ok else f'resource.private under umask 077: {checks}')
+EOF2
+set +e
+SHMSTRESS_JOBLIB_CLEAN=sweep "$S" run scenarios/joblib/sweep-while-live.toml --trials 1 --seed 5 --keep-passing \
+  --max-kept 0 --out "$SCRATCH/sweep" >"$SCRATCH/sweep.log" 2>&1
+rc=$?
+set -e
+"$PY" - "$SCRATCH/sweep" <<'EOF2' || { tail -20 "$SCRATCH/sweep.log"; fail "the users' sweep removed a live pool's folder and cleanup.safety did not say so (exit $rc)"; }
+import glob, json, sys
+(v,) = glob.glob(sys.argv[1] + '/*/trial-*/verdict.json')
+(c,) = [c for c in json.load(open(v))['checks'] if c['invariant'] == 'cleanup.safety']
+ok = c['verdict'] == 'invalid' and 'witness-saw-removal' in c.get('reached', []) and \
+    any('its pool still running' in p and 'the cleanup by job 1 rank 0' in p for p in c['problems'])
+sys.exit(0 if ok else f'cleanup.safety with the sweep: {c}')
+EOF2
+echo "controls: umask 077 keeps resource.private; the users' sweep breaks cleanup.safety ($((($(date +%s%N) - start) / 1000000)) ms)"
+
 # The same files against shmcoord: nothing of joblib's (no pool, no mapped
 # event, no pool worker to kill) - every invariant must hold and none may time
 # out. The joblib states the files expect to reach are never reached by

@@ -17,6 +17,7 @@ scenario names that it reads from the trial's own events:
   (in /dev/shm or the lock dir) / a loky named semaphore (sem.loky-*) left;
 - folder-in-dev-shm / folder-in-temp-dir: where joblib put a folder it created;
 - pool-ok-after-kill: a pool call invoked after a kill of another job's parent succeeded;
+- clean-during-live-pool: a job's clean ran wholly inside another job's pool call;
 - own-files-removed-after-worker-death: after a pool-worker-kill, the parent's own delete removed
   one of its memmapped files.
 """
@@ -70,6 +71,11 @@ def joblib_states(evs):
     for o in done:
         if o['op'] == 'folder' and o['type'] == 'ok':
             st.add('folder-in-dev-shm' if o['value'].get('shared_mem') else 'folder-in-temp-dir')
+    pools = [o for o in done if o['op'] == 'pool']
+    for o in done:
+        if o['op'] == 'clean' and o['job'] >= 0 and any(
+                p['job'] != o['job'] and p['invoke_t'] < o['invoke_t'] and o['t'] < p['t'] for p in pools):
+            st.add('clean-during-live-pool')
     deaths = [e['t'] for e in evs if e.get('type') == 'fault' and e.get('kind') == 'pool-worker-kill']
     for o in done:
         if o['op'] == 'remove' and deaths and o['t'] > min(deaths) and \
@@ -99,7 +105,9 @@ def facts(trial_dir):
     evs = judge.events(trial_dir)
     violated, states = judge.facts(trial_dir)
     start = next((e['t'] for e in evs if e.get('type') == 'trial' and e.get('phase') == 'start'), 0)
-    kill = min([t for _, _, t in kills(evs)], default=None)
+    # The eventual cleanup after a parent's kill (not a whole tree's: nothing is left to clean then).
+    kill = min([e['t'] for e in evs if e.get('type') == 'fault' and e.get('signal') == 9
+                and (e.get('job') or 0) >= 0 and not (e.get('detail') or {}).get('tree')], default=None)
     audit = next((e for e in evs if e.get('type') == 'audit'), {})
     out = {'violated': sorted(violated), 'states': sorted(states)}
     if kill is not None and audit.get('settled_t'):
