@@ -142,6 +142,7 @@ bool use_subject(const std::string& spec, const std::vector<std::string>& search
   o->subject_explicit = true;
   o->subject_command = subj->command;
   o->subject_root = subj->shm_root;
+  o->subject_shm_size = subj->shm_size;
   o->reproduce_flags += " --subject " + shell_word(spec);
   return true;
 }

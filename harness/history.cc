@@ -356,8 +356,8 @@ struct Builder {
     }
     if (op.op == "witness") {
       op.witness_when = get_str(op.args, "when").value_or("");
-      if (op.witness_when != "release" && op.witness_when != "end") {
-        error(index, t, "witness args.when must be \"release\" or \"end\"", ev);
+      if (op.witness_when != "release" && op.witness_when != "end" && op.witness_when != "live") {
+        error(index, t, "witness args.when must be \"release\", \"end\" or \"live\"", ev);
       }
     }
     open_ops.emplace(key, h.ops.size());
@@ -484,15 +484,25 @@ struct Builder {
           !string_list(v, "skipped", &op.skipped)) {
         error(index, t, "clean removed, kept and skipped must be lists of names", ev);
       }
-    } else if (op.op == "segment") {
+    } else if (op.op == "segment" || op.op == "folder" || op.op == "file" || op.op == "chmod") {
       Json named = v;
       if (!named.contains("name") && op.args.contains("name")) named["name"] = op.args["name"];
       auto r = segment_ref(named);
       if (!r) {
-        error(index, t, "segment ok needs a name (and integer dev and ino, if given)", ev);
+        error(index, t, fmt::format("{} ok needs a name (and integer dev and ino, if given)", op.op), ev);
       } else {
         op.segment = std::move(*r);
       }
+      if (v.contains("mode")) {
+        auto mode = get_i64(v, "mode");
+        if (!mode || *mode < 0 || *mode > 07777) {
+          error(index, t, fmt::format("{} ok value.mode must be a permission mode (0..07777)", op.op), ev);
+        } else {
+          op.mode = static_cast<unsigned>(*mode);
+        }
+      }
+    } else if (op.op == "remove") {
+      if (!string_list(v, "removed", &op.removed)) error(index, t, "remove removed must be a list of names", ev);
     } else if (op.op == "witness") {
       auto segs = v.find("segments");
       bool good = segs != v.end() && segs->is_array();
@@ -668,6 +678,20 @@ struct Builder {
     h.audit.truncated = h.audit.truncated || says_truncated(ev);
     strings(index, t, ev, "leftover_shm", &h.audit.leftover_shm);
     strings(index, t, ev, "leftover_locks", &h.audit.leftover_locks);
+    if (ev.contains("straggler_wait_ms")) {
+      auto wait = get_i64(ev, "straggler_wait_ms");
+      if (!wait || *wait < 0) {
+        error(index, t, "audit straggler_wait_ms must be a non-negative integer", ev);
+      } else {
+        h.audit.straggler_wait_ns = *wait * 1'000'000;
+      }
+    }
+    if (ev.contains("stragglers_exited")) {
+      auto exited = get_flag(ev, "stragglers_exited");
+      if (!exited) error(index, t, "audit stragglers_exited must be true or false", ev);
+      h.audit.stragglers_exited = exited;
+    }
+    if (auto when = get_i64(ev, "settled_t")) h.audit.settled_t = *when;
     auto orphans = ev.find("orphans");
     if (orphans == ev.end() || orphans->is_null()) return;
     if (!orphans->is_array()) {

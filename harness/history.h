@@ -50,7 +50,10 @@ struct Sighting {
 
 // One operation of one worker. Ops are "acquire", "release", "barrier",
 // "barrier_attach", "barrier_detach", "clean", "segment" (create a job
-// segment), "witness" (re-check the segments it created).
+// segment), "witness" (re-check the segments it created); a pool subject
+// (joblib) adds "pool" (one parallel call, its workers busy inside it),
+// "folder" and "file" (created during the pool), "chmod", "track" (its
+// resource tracker told), "remove" (what its own delete removed).
 struct Op {
   int job = -1;
   int rank = -1;        // global rank within the job
@@ -89,9 +92,12 @@ struct Op {
   std::vector<SegmentRef> present;         // acquire ok: what existed under the prefix as granted
   std::optional<std::int64_t> round;       // barrier: args.round, the caller's round
   std::optional<std::int64_t> generation;  // barrier ok: value.round, the subject's own count
-  std::vector<std::string> removed, kept, skipped;  // clean ok
-  std::optional<SegmentRef> segment;       // segment ok: what was created
-  std::string witness_when;                // witness: args.when ("release", "end")
+  std::vector<std::string> removed, kept, skipped;  // clean ok; remove ok: removed
+  // segment / folder / file ok: what was created; chmod ok: what was changed.
+  std::optional<SegmentRef> segment;
+  // folder / file ok: the permission bits as created; chmod ok: as changed to.
+  std::optional<unsigned> mode;
+  std::string witness_when;                // witness: args.when ("release", "end", "live")
   std::vector<Sighting> sightings;         // witness ok
 };
 
@@ -185,6 +191,13 @@ struct Audit {
   int max_fds = -1;                         // max fds any worker reported holding after acquire
   int max_fds_job = -1, max_fds_rank = -1, max_fds_pid = 0;  // the worker that reported max_fds
   bool truncated = false;  // part of the audit was lost: its lists may be incomplete
+  // How long the audit let the trial's remaining processes (trackers, pool
+  // workers of a killed parent) run on their own before killing them, and
+  // whether they all exited by themselves within it (deadlines.cleanup; the
+  // default is a 1 s grace), and when the last one was seen gone.
+  std::int64_t straggler_wait_ns = 0;
+  std::optional<bool> stragglers_exited;
+  std::optional<std::int64_t> settled_t;
 };
 
 // The scenario facts checkers need (not the whole scenario).

@@ -583,9 +583,54 @@ TEST(BuildHistory, SegmentWitnessAndPresentValuesAreTyped) {
          Ok(2, 0, 0, 7, 1, Json{{"segments", bad_seen}}), Invoke(3, 0, 0, 7, 2, "acquire"),
          Ok(4, 0, 0, 7, 2, Json{{"prefix", "3"}})},
         &errors);
-  EXPECT_TRUE(AnyContains(errors, "witness args.when must be \"release\" or \"end\""));
+  EXPECT_TRUE(AnyContains(errors, "witness args.when must be \"release\", \"end\" or \"live\""));
   EXPECT_TRUE(AnyContains(errors, "witness ok needs segments"));
   EXPECT_TRUE(AnyContains(errors, "acquire ok needs an integer prefix >= 0"));
+}
+
+TEST(BuildHistory, PoolFolderFileChmodAndRemoveValuesAreTyped) {
+  const std::string dir = "/dev/shm/joblib_memmapping_folder_7_a_b";
+  History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "pool"),
+                     Invoke(2, 0, 0, 7, 2, "folder", Json{{"name", dir}}),
+                     Ok(3, 0, 0, 7, 2, Json{{"name", dir}, {"dev", 4}, {"ino", 9}, {"mode", 0755}}),
+                     Invoke(4, 0, 0, 7, 3, "file", Json{{"name", dir + "/x.pkl"}}),
+                     Ok(5, 0, 0, 7, 3, Json{{"name", dir + "/x.pkl"}, {"dev", 4}, {"ino", 10}, {"mode", 0644}}),
+                     Invoke(6, 0, 0, 7, 4, "chmod", Json{{"name", dir + "/x.pkl"}, {"mode", 0600}}),
+                     Ok(7, 0, 0, 7, 4, Json{{"name", dir + "/x.pkl"}, {"dev", 4}, {"ino", 10}, {"mode", 0600}}),
+                     Invoke(8, 0, 0, 7, 5, "remove", Json{{"name", dir}}),
+                     Ok(9, 0, 0, 7, 5, Json{{"removed", {dir, dir + "/x.pkl"}}}), Ok(10, 0, 0, 7, 1),
+                     Trial(11, "end")});
+  ASSERT_EQ(h.ops.size(), 5u);
+  ASSERT_TRUE(h.ops[1].segment.has_value());
+  EXPECT_EQ(h.ops[1].segment->ino, 9u);
+  EXPECT_EQ(h.ops[1].mode, 0755u);
+  EXPECT_EQ(h.ops[2].mode, 0644u);
+  EXPECT_EQ(h.ops[3].segment->name, dir + "/x.pkl");
+  EXPECT_EQ(h.ops[3].mode, 0600u);
+  EXPECT_EQ(h.ops[4].removed, (std::vector<std::string>{dir, dir + "/x.pkl"}));
+
+  std::vector<std::string> errors;
+  Build({Invoke(1, 0, 0, 7, 1, "folder", Json{{"name", dir}}), Ok(2, 0, 0, 7, 1, Json{{"name", dir}, {"mode", 070000}}),
+         Invoke(3, 0, 0, 7, 2, "chmod"), Ok(4, 0, 0, 7, 2, Json{{"mode", 0600}}),
+         Invoke(5, 0, 0, 7, 3, "remove"), Ok(6, 0, 0, 7, 3, Json{{"removed", "all"}})},
+        &errors);
+  EXPECT_TRUE(AnyContains(errors, "folder ok value.mode must be a permission mode (0..07777)"));
+  EXPECT_TRUE(AnyContains(errors, "chmod ok needs a name"));
+  EXPECT_TRUE(AnyContains(errors, "remove removed must be a list of names"));
+}
+
+TEST(BuildHistory, AuditSaysHowLongStragglersRanAndWhetherTheyExited) {
+  History h = Build({Trial(0, "start"),
+                     Json{{"t", 5}, {"type", "audit"}, {"leftover_shm", Json::array()}, {"straggler_wait_ms", 45000},
+                          {"stragglers_exited", true}, {"settled_t", 4}},
+                     Trial(9, "end")});
+  EXPECT_EQ(h.audit.straggler_wait_ns, 45'000'000'000LL);
+  EXPECT_EQ(h.audit.stragglers_exited, true);
+  EXPECT_EQ(h.audit.settled_t, 4);
+  std::vector<std::string> errors;
+  Build({Json{{"t", 5}, {"type", "audit"}, {"straggler_wait_ms", -1}, {"stragglers_exited", "yes"}}}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "audit straggler_wait_ms must be a non-negative integer"));
+  EXPECT_TRUE(AnyContains(errors, "audit stragglers_exited must be true or false"));
 }
 
 TEST(BuildHistory, ARandomSoupOfEventsNeverThrowsThroughBuilderAndCheckers) {

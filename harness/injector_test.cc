@@ -75,7 +75,7 @@ TEST_F(FaultParams, WrongTypesAreErrorsAtTheirLine) {
   EXPECT_NE(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nerrno = true").find(":13: 'errno' must be an errno name"),
             std::string::npos);
   EXPECT_EQ(validate("kind = \"misconfig\"\nwhat = 5"),
-            ":12: 'what' must be one of process-count, late-joiner, lock-dir, not an integer");
+            ":12: 'what' must be one of process-count, late-joiner, lock-dir, lock-dir-shm, barrier-name, not an integer");
   EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = 3"), ":12: 'after' must be a non-empty string, not an integer");
   EXPECT_EQ(validate("kind = \"sigkill\"\ncount = \"2\""), ":12: 'count' must be an integer in [1, 256], not a string");
   EXPECT_EQ(validate("kind = \"stale-segment\"\ncontent = 1"),

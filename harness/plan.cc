@@ -33,6 +33,7 @@ nlohmann::json to_json(const TrialPlan& p) {
   j["subject"] = p.subject;
   j["timeout_ms"] = p.timeout_ns / 1000000;
   j["final_cleanup"] = p.final_cleanup;
+  if (p.settle_ns > 0) j["settle_ms"] = p.settle_ns / 1000000;
   auto worker_json = [](const WorkerPlan& w) {
     nlohmann::json x = {{"job", w.job}, {"rank", w.rank}, {"local_rank", w.local_rank}, {"env", w.env},
                         {"uid", w.uid}, {"nofile", w.nofile}, {"lock_subdir", w.lock_subdir}};
@@ -96,6 +97,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
   p.timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.trial_timeout).count();
   p.final_cleanup = s.final_cleanup;
   p.gate_timeout_ns = std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(s.start).count(), p.timeout_ns);
+  p.settle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.cleanup).count();
   for (std::size_t j = 0; j < s.jobs.size(); ++j) {
     const JobSpec& js = s.jobs[j];
     nlohmann::json dirs = nlohmann::json::array();

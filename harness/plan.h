@@ -135,6 +135,9 @@ struct TrialPlan {
   std::string shm_size;         // tmpfs size for the trial's /dev/shm (ENOSPC), default 256m
   std::int64_t timeout_ns = 0;
   bool final_cleanup = true;
+  // deadlines.cleanup: how long the audit lets the trial's remaining
+  // processes run on their own before killing them (0: a 1 s grace).
+  std::int64_t settle_ns = 0;
 };
 
 nlohmann::json to_json(const TrialPlan& p);

@@ -103,6 +103,7 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
       }
       s->subject_command = subj->command;
       s->subject_root = subj->shm_root;
+      s->subject_shm_size = subj->shm_size;
     }
     // Trials are stored under <out>/<name>/: two scenarios of one name would
     // write into each other's trial dirs.
@@ -516,6 +517,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.allow_mount_ns = opt.allow_mount_ns;
         cfg.command = runs_run_subject(*p.s, opt) ? opt.subject_command : p.s->subject_command;
         cfg.shm_root = runs_run_subject(*p.s, opt) ? opt.subject_root : p.s->subject_root;
+        cfg.shm_size = runs_run_subject(*p.s, opt) ? opt.subject_shm_size : p.s->subject_shm_size;
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
         pid_t pid = start_supervisor(plan, cfg);

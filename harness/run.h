@@ -39,6 +39,7 @@ struct RunOptions {
   std::string subject = "native";   // "native", or "exec:<command>" (see subject_command)
   std::vector<std::string> subject_command;  // exec subjects: argv of the worker command
   std::optional<std::string> subject_root;   // a named subject's own shm name root
+  std::string subject_shm_size;              // a named subject's own /dev/shm size ("": 256m)
   bool subject_explicit = false;             // --subject given: it wins over scenarios' `subject`
   bool allow_shared_shm = false;
   bool keep_passing = false;

@@ -53,7 +53,7 @@ const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
     "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines", "every",
     "job",    "fault",       "subject"};
-const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start", "cleanup"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload", "loader", "launcher",
     "root_suffix"};
@@ -611,6 +611,8 @@ class Parser {
         dst = &out->release;
       } else if (key->str() == "start") {
         dst = &out->start;
+      } else if (key->str() == "cleanup") {
+        dst = &out->cleanup;
       } else {
         return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
       }

@@ -126,6 +126,10 @@ struct Scenario {
   // Aligned start: the supervisor opens the trial's start gate when every
   // worker reported `ready`, or after this long (recorded).
   Ms start{30000};
+  // Eventual cleanup: once its holders are gone, what a job created is gone
+  // within this, cleaned by the processes it left (resource trackers, pool
+  // workers); the audit lets them run that long. 0: a 1 s grace.
+  Ms cleanup{0};
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
   // The subject this scenario is written for: "native", a named subject
@@ -135,6 +139,7 @@ struct Scenario {
   int subject_line = 0;  // of the `subject` key, for errors found when resolving it
   std::vector<std::string> subject_command;  // resolved from `subject` (empty: native)
   std::optional<std::string> subject_root;   // the subject's own shm name root, if it declares one
+  std::string subject_shm_size;              // the subject's own /dev/shm size, if it declares one
   int default_trials = 10;
   // A soak (--duration) starts a trial of this scenario in every `every`-th
   // round only: a scenario whose trials cost seconds (a real launcher imports

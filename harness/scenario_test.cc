@@ -187,7 +187,7 @@ TEST(ScenarioParse, UnknownDeadlinesKeyReportsLineAndKey) {
   EXPECT_EQ(err.line, 3);
   EXPECT_NE(
       err.message.find(
-          "unknown key 'released' in [deadlines] (known: acquire, barrier, liveness, release, start)"),
+          "unknown key 'released' in [deadlines] (known: acquire, barrier, liveness, release, start, cleanup)"),
       std::string::npos)
       << err.message;
 }

@@ -207,10 +207,14 @@ std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& comm
   }
   out.push_back({subject_lines > 0 && unclosed == 0, "every invoke of a worker that exited by itself is closed by ok or fail",
                  std::to_string(unclosed) + " left open"});
-  bool all_ops = ops_ok.contains("acquire") && ops_ok.contains("barrier") && ops_ok.contains("release");
+  // A coordination subject acquires, meets its barrier and releases; a pool
+  // subject (docs/worker-protocol.md, "Pool subjects") runs its pool call.
+  bool all_ops = (ops_ok.contains("acquire") && ops_ok.contains("barrier") && ops_ok.contains("release")) ||
+                 ops_ok.contains("pool");
   std::string seen;
   for (const auto& o : ops_ok) seen += (seen.empty() ? "" : ", ") + o;
-  out.push_back({all_ops, "a clean single-rank trial succeeds: acquire, barrier, release", "ok ops: " + seen});
+  out.push_back({all_ops, "a clean single-rank trial succeeds: acquire, barrier, release (or a pool subject's pool)",
+                 "ok ops: " + seen});
   bool unavailable = !trials.empty() && !trials[0].unavailable.empty();
   if (unavailable) out.back().detail += " (the subject says it is not available: " + trials[0].unavailable + ")";
   bool clean_exit = !trials.empty() && !trials[0].harness_error;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,24 @@ std::vector<std::string> split_on(const std::string& s, char sep) {
 }
 
 }  // namespace
+
+bool valid_tmpfs_size(const std::string& size) {
+  const std::size_t digits = size.find_first_not_of("0123456789");
+  if (size.empty() || digits == 0 || size.size() > 12 ||
+      (digits != std::string::npos && digits + 1 != size.size())) {
+    return false;
+  }
+  std::uint64_t bytes = std::stoull(size.substr(0, digits));
+  if (digits != std::string::npos) {
+    switch (size.back()) {
+      case 'k': bytes <<= 10; break;
+      case 'm': bytes <<= 20; break;
+      case 'g': bytes <<= 30; break;
+      default: return false;
+    }
+  }
+  return bytes >= 4096 && bytes <= (64ULL << 30);
+}
 
 std::vector<std::string> split_words(const std::string& cmd) {
   std::vector<std::string> argv;
@@ -158,6 +177,7 @@ std::vector<SubjectInfo> list_subjects(const std::vector<std::string>& search_fr
         s.description = t["description"].value_or(std::string());
         s.command = split_words(t["command"].value_or(std::string()));
         if (auto r = t["shm_root"].value<std::string>()) s.shm_root = *r;
+        if (auto z = t["shm_size"]) s.shm_size = z.value<std::string>().value_or("<not a string>");
         if (s.command.empty()) continue;
         seen.insert(name);
         out.push_back(std::move(s));
@@ -187,6 +207,11 @@ std::optional<SubjectInfo> resolve_subject(const std::string& spec, const std::v
     if (s.name != spec) continue;
     if (!check_program(s.command, err)) {
       *err = "subject '" + spec + "' (" + s.file + "): " + *err;
+      return std::nullopt;
+    }
+    if (!s.shm_size.empty() && !valid_tmpfs_size(s.shm_size)) {
+      *err = "subject '" + spec + "' (" + s.file + "): shm_size \"" + s.shm_size +
+             "\" is not a tmpfs size like \"4g\" or \"512m\" (4k..64g)";
       return std::nullopt;
     }
     return s;

@@ -3,6 +3,8 @@
 //   command = "/usr/bin/python3 subjects/streaming/adapter.py"   # argv, split on spaces
 //   shm_root = ""        # optional: the name root the subject really uses
 //                        # (the real Streaming package ignores SHMSTRESS_ROOT)
+//   shm_size = "4g"      # optional: the trial's /dev/shm tmpfs size (default
+//                        # 256m; joblib uses /dev/shm only with 2 GB free)
 // A scenario names one with `subject = "streaming"`; `--subject NAME` does too.
 #pragma once
 
@@ -18,6 +20,7 @@ struct SubjectInfo {
   std::vector<std::string> command;  // empty: the native worker
   std::optional<std::string> shm_root;
   std::string file;
+  std::string shm_size;  // "": the supervisor's default (checked by resolve_subject)
 };
 
 // Looks in ./subjects and in <dir of each search path>/subjects, upwards.
@@ -26,6 +29,9 @@ std::vector<SubjectInfo> list_subjects(const std::vector<std::string>& search_fr
 std::optional<SubjectInfo> resolve_subject(const std::string& spec, const std::vector<std::string>& search_from,
                                            std::string* err);
 std::vector<std::string> split_words(const std::string& cmd);
+// A tmpfs size the supervisor may mount: digits with an optional k, m or g,
+// between 4k and 64g ("4g", "512m").
+bool valid_tmpfs_size(const std::string& size);
 
 // Whether the supervisor's execve(argv[0], ...) can start this program: it
 // does not search PATH, so argv[0] is a path (relative to the harness's

@@ -101,6 +101,36 @@ TEST(ResolveSubject, ExecOfANonexistentProgramIsRefusedBeforeAnyTrial) {
   EXPECT_FALSE(resolve_subject("exec:   ", {}, &why));
 }
 
+TEST(ResolveSubject, ANamedSubjectsShmSizeIsCheckedAndPassedOn) {
+  ScratchDir d;
+  const std::string scenario = d.file("s.toml", "[[job]]\nranks = 1\n");
+  const fs::path root = fs::path(scenario).parent_path() / "subjects";
+  fs::create_directories(root / "roomy");
+  fs::create_directories(root / "greedy");
+  std::ofstream(root / "roomy" / "subject.toml") << "command = \"/bin/sh\"\nshm_size = \"4g\"\n";
+  std::ofstream(root / "greedy" / "subject.toml") << "command = \"/bin/sh\"\nshm_size = \"lots\"\n";
+  std::string why;
+  auto roomy = resolve_subject("roomy", {scenario}, &why);
+  ASSERT_TRUE(roomy) << why;
+  EXPECT_EQ(roomy->shm_size, "4g");
+  EXPECT_FALSE(resolve_subject("greedy", {scenario}, &why));
+  EXPECT_NE(why.find("shm_size \"lots\" is not a tmpfs size like \"4g\""), std::string::npos) << why;
+  EXPECT_EQ(resolve_subject("native", {}, &why)->shm_size, "");
+}
+
+TEST(ValidTmpfsSize, FromOnePageToSixtyFourGigabytes) {
+  EXPECT_TRUE(valid_tmpfs_size("4k"));
+  EXPECT_TRUE(valid_tmpfs_size("4g"));
+  EXPECT_TRUE(valid_tmpfs_size("64g"));
+  EXPECT_TRUE(valid_tmpfs_size("1048576"));
+  EXPECT_FALSE(valid_tmpfs_size("3k"));
+  EXPECT_FALSE(valid_tmpfs_size("65g"));
+  EXPECT_FALSE(valid_tmpfs_size("4t"));
+  EXPECT_FALSE(valid_tmpfs_size("g"));
+  EXPECT_FALSE(valid_tmpfs_size(""));
+  EXPECT_FALSE(valid_tmpfs_size("4g,mode=777"));
+}
+
 TEST(LoadAndValidate, ASubjectThatCannotRunIsAnErrorAtItsLine) {
   ScratchDir d;
   const std::string f =

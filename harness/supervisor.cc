@@ -370,7 +370,7 @@ class Supervisor {
     if (cfg_.allow_mount_ns && ::unshare(CLONE_NEWNS) == 0 &&
         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
         ::mount("shmstress", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-                ("size=" + (plan_.shm_size.empty() ? std::string("256m") : plan_.shm_size) + ",mode=1777").c_str()) == 0) {
+                ("size=" + shm_size() + ",mode=1777").c_str()) == 0) {
       isolation_ = "mount-namespace";
       root_ = cfg_.shm_root.value_or("shmstress.");
       own_network();
@@ -384,6 +384,14 @@ class Supervisor {
     if (pid_ns_) proc_error_ = "in a pid namespace without a mount namespace for its /proc";
     isolation_ = "name-root";
     root_ = cfg_.fallback_root;
+  }
+
+  // The trial's /dev/shm: a fault's size (enospc), else the subject's own
+  // (joblib uses /dev/shm only with 2 GB free), else 256m. A tmpfs size is a
+  // limit, not an allocation.
+  std::string shm_size() const {
+    if (!plan_.shm_size.empty()) return plan_.shm_size;
+    return cfg_.shm_size.empty() ? std::string("256m") : cfg_.shm_size;
   }
 
   // The environment every worker starts from: ours, minus injection knobs,
@@ -1727,13 +1735,21 @@ class Supervisor {
   }
 
   void audit() {
-    // Stragglers (resource trackers of killed workers) get a moment to finish.
-    std::int64_t until = mono_ns() + 1'000'000'000LL;
-    while (mono_ns() < until) {
+    // Stragglers (resource trackers of killed workers, pool workers outliving
+    // their killed parent) get a moment to finish: 1 s, or the scenario's
+    // eventual bound (deadlines.cleanup), what they need to clean up on their own.
+    const std::int64_t wait_ns = std::max<std::int64_t>(1'000'000'000LL, plan_.settle_ns);
+    std::int64_t until = mono_ns() + wait_ns;
+    std::optional<std::int64_t> settled_t;
+    for (;;) {
       reap();
       watch_teardowns();
-      if (descendants().empty()) break;
-      wait_chld(mono_ns() + 20'000'000);
+      if (descendants().empty()) {
+        settled_t = mono_ns();
+        break;
+      }
+      if (mono_ns() >= until) break;
+      wait_chld(std::min(until, mono_ns() + 20'000'000));
     }
     reap();
     log_teardowns();  // before the audit kills whoever outlived its launcher
@@ -1799,7 +1815,10 @@ class Supervisor {
                  {"detail", {{"uid", uid}, {"foreign", true}, {"names", names},
                              {"why", "left by a worker running as uid " + std::to_string(uid) + ": another user's"}}}});
     }
-    log_.emit({{"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", locks}, {"orphans", orphans}});
+    Json audit = {{"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", locks}, {"orphans", orphans},
+                  {"straggler_wait_ms", wait_ns / 1'000'000}, {"stragglers_exited", settled_t.has_value()}};
+    if (settled_t) audit["settled_t"] = *settled_t;
+    log_.emit(audit);
     // The trial's own leftovers go now that they are on record (a mount namespace drops them anyway).
     if (isolation_ != "mount-namespace") {
       for (const auto& n : shm) ::shm_unlink(("/" + n.get<std::string>()).c_str());

@@ -35,6 +35,7 @@ struct SupervisorConfig {
   // private mount namespace unless allow_shared_shm.
   std::vector<std::string> command;
   std::optional<std::string> shm_root;  // the subject's own name root (in a private /dev/shm)
+  std::string shm_size;  // the subject's own /dev/shm size (subject.toml); "": 256m
   bool allow_shared_shm = false;
   std::string trial_dir;  // exists; history.jsonl and rank-*/ go here
   bool allow_mount_ns = true;

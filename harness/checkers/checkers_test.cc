@@ -134,6 +134,14 @@ class Trial {
                 {"leftover_locks", locks},
                 {"orphans", orphans}});
   }
+  // An audit that let the trial's remaining processes run `wait_ms` (deadlines.cleanup).
+  Trial& AuditWaited(double t, double wait_ms, bool exited, double settled, std::vector<std::string> shm = {}) {
+    Json e = {{"t", T(t)}, {"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", Json::array()},
+              {"orphans", Json::array()}, {"straggler_wait_ms", static_cast<std::int64_t>(wait_ms)},
+              {"stragglers_exited", exited}};
+    if (exited) e["settled_t"] = T(settled);
+    return Add(e);
+  }
   Trial& End(double t, bool timed_out = false) {
     return Add({{"t", T(t)}, {"type", "trial"}, {"phase", "end"}, {"timed_out", timed_out}});
   }
@@ -2052,6 +2060,166 @@ TEST(CpuWait, AWaitThatGoesDownOrIsNotANumberIsAHistoryError) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("cpu_wait_ns must be a non-negative integer"), std::string::npos) << errors[0];
   EXPECT_VERDICT(Check("prefix.progress", bad), kInvalid);
+}
+
+// ------------------------------------------------------- pool subjects (joblib)
+
+const std::string kDir0 = "/dev/shm/joblib_memmapping_folder_1000_a_b";
+const std::string kFile0 = kDir0 + "/1000-1-c.pkl";
+const std::string kDir1 = "/dev/shm/joblib_memmapping_folder_1100_d_e";
+
+Json Made(const std::string& name, int ino, unsigned mode) {
+  return {{"name", name}, {"dev", 7}, {"ino", ino}, {"mode", mode}};
+}
+Json Seen(std::vector<std::pair<std::string, int>> seen) {
+  Json list = Json::array();
+  for (const auto& [name, ino] : seen) {
+    list.push_back(ino > 0 ? Json{{"name", name}, {"dev", 7}, {"ino", ino}} : Json{{"name", name}, {"missing", true}});
+  }
+  return {{"segments", list}};
+}
+const Json kLive = {{"when", "live"}};
+
+// A pool of job `job` from t0 to t1 that created its folder (and a file) early on.
+Trial& Pool(Trial& t, int job, double t0, double t1, const std::string& dir, int ino, bool file = false) {
+  t.Ok(job, 0, "pool", t0, t1).Ok(job, 0, "folder", t0 + 1, t0 + 2, Made(dir, ino, 0700), {{"name", dir}});
+  if (file) t.Ok(job, 0, "file", t0 + 3, t0 + 4, Made(dir + "/1000-1-c.pkl", ino + 1, 0600), {{"name", dir + "/1000-1-c.pkl"}});
+  return t;
+}
+
+TEST(PoolSubjects, ALivePoolsFolderAndFileWitnessedIntactIsValid) {
+  Trial t;
+  Pool(t, 0, 1, 100, kDir0, 5, true).Ok(0, 0, "witness", 50, 51, Seen({{kDir0, 5}, {kFile0, 6}}), kLive);
+  History h = t.Exit(0, 0, 200, 0).Audit(300).End(301).Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "pool-witness-intact")) << Dump(r);
+}
+
+TEST(PoolSubjects, AnotherPoolsDeleteOfALivePoolsFolderIsInvalidAndNamed) {
+  Trial t;
+  Pool(t, 0, 1, 100, kDir0, 5);
+  Pool(t, 1, 1, 100, kDir1, 9);
+  t.Ok(1, 0, "remove", 30, 31, {{"removed", {kDir0}}}, {{"name", kDir0}})
+      .Ok(0, 0, "witness", 50, 51, Seen({{kDir0, 0}}), kLive);
+  History h = t.Exit(0, 0, 200, 0).Exit(1, 0, 200, 0).Audit(300).End(301).Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"folder " + kDir0, "its pool still running", "delete by job 1 rank 0 (pid 1100)"})) << Dump(r);
+  EXPECT_TRUE(Reached(r, "pools-overlapped")) << Dump(r);
+}
+
+TEST(PoolSubjects, APoolsOwnCleanupIsNotARemovalUnderIt) {
+  Trial t;
+  Pool(t, 0, 1, 100, kDir0, 5, true)
+      .Ok(0, 0, "track", 60, 60.5, Json::object(), {{"cmd", "maybe_unlink"}, {"name", kFile0}, {"rtype", "file"}})
+      .Ok(0, 0, "remove", 61, 70, {{"removed", {kDir0, kFile0}}}, {{"name", kDir0}})
+      .Ok(0, 0, "witness", 65, 66, Seen({{kDir0, 0}, {kFile0, 0}}), kLive);
+  History h = t.Exit(0, 0, 200, 0).Audit(300).End(301).Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
+TEST(PoolSubjects, AWitnessAfterThePoolEndedPromisesNothing) {
+  Trial t;
+  Pool(t, 0, 1, 50, kDir0, 5).Ok(0, 0, "witness", 60, 61, Seen({{kDir0, 0}}), {{"when", "end"}});
+  History h = t.Exit(0, 0, 200, 0).Audit(300).End(301).Build(Meta());
+  EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
+}
+
+TEST(CleanupNoLeak, WhatAKilledPoolLeftIsCleanedWithinTheBound) {
+  Trial t;
+  t.Open(0, 0, "pool", 1).Ok(0, 0, "folder", 2, 3, Made(kDir0, 5, 0700), {{"name", kDir0}});
+  History h = t.Killed(0, 0, 100).AuditWaited(40000, 45000, true, 35000).End(40001).Build(Meta());
+  CheckResult r = Check("cleanup.no-leak", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "cleaned-after-holder-killed")) << Dump(r);
+  EXPECT_TRUE(Reached(r, "cleaned-eventually")) << Dump(r);
+  EXPECT_TRUE(Reached(r, "stragglers-exited-in-bound")) << Dump(r);
+}
+
+TEST(CleanupNoLeak, WhatAKilledPoolLeftPastTheBoundIsALeakNamingItsCreator) {
+  Trial t;
+  t.Open(0, 0, "pool", 1).Ok(0, 0, "folder", 2, 3, Made(kDir0, 5, 0700), {{"name", kDir0}});
+  History h = t.Killed(0, 0, 100)
+                  .AuditWaited(45200, 45000, false, 0, {"joblib_memmapping_folder_1000_a_b"})
+                  .End(45201)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.no-leak", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"joblib_memmapping_folder_1000_a_b", "folder by job 0 rank 0 (pid 1000)", "killed at",
+                        "45000.000ms for the trial's remaining processes", "killed at its end"}))
+      << Dump(r);
+  EXPECT_FALSE(Reached(r, "cleaned-after-holder-killed")) << Dump(r);
+}
+
+TEST(ResourcePrivate, AFolderAndFileCreatedPrivateAreValid) {
+  Trial t;
+  Pool(t, 0, 1, 100, kDir0, 5, true);
+  History h = t.Exit(0, 0, 200, 0).End(301).Build(Meta());
+  CheckResult r = Check("resource.private", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "resource-created-private")) << Dump(r);
+}
+
+TEST(ResourcePrivate, AFolderLeftListableAndAFileReadableUntilItsChmodAreInvalid) {
+  // joblib 1.2.0 in /dev/shm: the folder is made 0755 and never chmodded (the
+  // reducer's makedirs finds it there, EEXIST, and skips its chmod); the file is
+  // written 0644 and chmodded 0600 after the whole dump.
+  Trial t;
+  t.Ok(0, 0, "pool", 1, 100)
+      .Ok(0, 0, "folder", 2, 3, Made(kDir0, 5, 0755), {{"name", kDir0}})
+      .Ok(0, 0, "file", 4, 8, Made(kFile0, 6, 0644), {{"name", kFile0}})
+      .Ok(0, 0, "chmod", 9, 9.5, Made(kFile0, 6, 0600), {{"name", kFile0}, {"mode", 0600}});
+  History h = t.Exit(0, 0, 200, 0).End(301).Build(Meta());
+  CheckResult r = Check("resource.private", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"folder " + kDir0, "mode 0755", "its group and other users may list it",
+                        "never made private (still so at the end"}))
+      << Dump(r);
+  EXPECT_TRUE(Names(r, {"file " + kFile0, "mode 0644", "its group and other users may read it",
+                        "in folder " + kDir0, "written from +4.000ms", "until its chmod to 0600 began at +9.000ms",
+                        "1.000ms readable"}))
+      << Dump(r);
+  EXPECT_TRUE(Reached(r, "folder-never-private")) << Dump(r);
+  EXPECT_TRUE(Reached(r, "file-readable-before-chmod")) << Dump(r);
+}
+
+TEST(ResourcePrivate, AFolderListableOnlyUntilItsChmodIsStillInvalidButAFileInsideItThenIsNot) {
+  // joblib 1.2.0 in the temp dir: makedirs (0755) then chmod 0700 at once; the
+  // file is written 0644 inside the 0700 folder: nobody else gets to it.
+  Trial t;
+  t.Ok(0, 0, "pool", 1, 100)
+      .Ok(0, 0, "folder", 2, 3, Made(kDir0, 5, 0755), {{"name", kDir0}})
+      .Ok(0, 0, "chmod", 3.1, 3.2, Made(kDir0, 5, 0700), {{"name", kDir0}, {"mode", 0700}})
+      .Ok(0, 0, "file", 4, 8, Made(kFile0, 6, 0644), {{"name", kFile0}})
+      .Ok(0, 0, "chmod", 9, 9.5, Made(kFile0, 6, 0600), {{"name", kFile0}, {"mode", 0600}});
+  History h = t.Exit(0, 0, 200, 0).End(301).Build(Meta());
+  CheckResult r = Check("resource.private", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"folder " + kDir0, "mode 0755", "until its chmod to 0700 began at +3.100ms"})) << Dump(r);
+  EXPECT_EQ(r.problems.size(), 1u) << Dump(r);
+  EXPECT_FALSE(Names(r, {kFile0})) << Dump(r);
+  EXPECT_TRUE(Reached(r, "folder-readable-before-chmod")) << Dump(r);
+  EXPECT_TRUE(Reached(r, "resource-chmod-after-create")) << Dump(r);
+}
+
+TEST(ResourcePrivate, AFolderNeverMadePrivateIsJudgedUntilItsCreatorRemovesIt) {
+  Trial t;
+  t.Ok(0, 0, "pool", 1, 100)
+      .Ok(0, 0, "folder", 2, 3, Made(kDir0, 5, 0750), {{"name", kDir0}})
+      .Ok(0, 0, "remove", 150, 151, {{"removed", {kDir0}}}, {{"name", kDir0}});
+  History h = t.Exit(0, 0, 200, 0).End(301).Build(Meta());
+  CheckResult r = Check("resource.private", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"mode 0750", "its group may list it", "until its removal began at +150.000ms (147.000ms)"}))
+      << Dump(r);
+}
+
+TEST(ResourcePrivate, ObjectsReportedWithoutAModeAreNotJudged) {
+  History h = Trial().Acquire(0, 0, 1, 2, 0).Segment(0, 0, 3, 4, "/shm.000000_x", 5).End(10).Build(Meta());
+  CheckResult r = Check("resource.private", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(r.reached.empty()) << Dump(r);
 }
 
 }  // namespace

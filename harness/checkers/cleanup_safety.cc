@@ -16,11 +16,17 @@
 // before releasing and at the end, whether it is still there and the same
 // object. Missing or replaced while its creator still held the prefix is
 // invalid whoever removed it — a cleanup, a tracker, another job's sweep.
+// A pool subject's folders and files (joblib) are held by the pool call they
+// were created in: its `live` witnesses while that call runs must find them
+// intact, unless the process itself had begun removing them (its own
+// delete_folder, its tracker told to drop them): one pool's cleanup never
+// removes another live pool's folder or files.
 #include <fmt/format.h>
 
 #include "checker.h"
 #include "checkers/common.h"
 
+#include <algorithm>
 #include <set>
 
 namespace harness {
@@ -65,22 +71,25 @@ const checks::RankHold* hold_at(const std::vector<checks::JobHold>& holds, int j
   return nullptr;
 }
 
-// Who reported removing `name` between `from` and `to`.
+// Who reported removing `name` between `from` and `to`: a cleanup, or another
+// pool's own delete (a `remove` of it or of a folder holding it).
 std::string removed_by(const History& h, const std::string& name, std::int64_t from,
                        std::int64_t to) {
   for (const Op& op : h.ops) {
-    if (op.op != "clean" || op.outcome != Outcome::kOk || op.complete_t < from || op.invoke_t > to) {
-      continue;
-    }
-    for (const auto& n : op.removed) {
-      if (n == name) {
-        return fmt::format("the cleanup by {} ({} to {}) reported removing it", checks::who(op),
-                           checks::at(h, op.invoke_t), checks::at(h, op.complete_t));
-      }
+    if ((op.op != "clean" && op.op != "remove") || op.complete_t < from || op.invoke_t > to) continue;
+    if (op.op == "clean" && op.outcome != Outcome::kOk) continue;
+    bool named = std::find(op.removed.begin(), op.removed.end(), name) != op.removed.end();
+    if (op.op == "remove") named = named || checks::under(name, checks::json_string(op.args, "name"));
+    if (named) {
+      return fmt::format("the {} by {} ({} to {}) reported removing it",
+                         op.op == "clean" ? "cleanup" : "delete", checks::who(op),
+                         checks::at(h, op.invoke_t), checks::at(h, op.complete_t));
     }
   }
   return "no cleanup reported removing it (a sweep, a tracker, another job's exit?)";
 }
+
+bool creates(const Op& op) { return op.op == "segment" || op.op == "folder" || op.op == "file"; }
 
 void check_witnesses(const History& h, checks::Report& rep) {
   const auto holds = checks::prefix_holds(h);
@@ -102,7 +111,7 @@ void check_witnesses(const History& h, checks::Report& rep) {
     for (const Sighting& s : w.sightings) {
       const Op* made = nullptr;
       for (const Op& op : h.ops) {
-        if (op.op == "segment" && op.outcome == Outcome::kOk && op.segment &&
+        if (creates(op) && op.outcome == Outcome::kOk && op.segment &&
             op.segment->name == s.name && op.job == w.job && op.rank == w.rank &&
             op.pid == w.pid && op.complete_t <= w.invoke_t && checks::dataset_of(op) == dataset) {
           made = &op;  // the latest creation before the witness
@@ -113,19 +122,27 @@ void check_witnesses(const History& h, checks::Report& rep) {
         continue;
       }
       const checks::RankHold* held = hold_at(holds, w.job, w.rank, w.pid, dataset, made->complete_t);
-      if (held == nullptr) continue;  // not created under a certain hold: nothing promised
-      const std::string what = fmt::format(
-          "segment {} that {} created at {} while holding prefix {}", s.name, checks::who(w),
-          checks::at(h, made->complete_t), held->prefix);
+      const Op* pool = held == nullptr ? checks::pool_holding(h, *made) : nullptr;
+      // Not created under a certain hold, or witnessed after its pool ended: nothing promised.
+      if (held == nullptr && (pool == nullptr || w.complete_t > pool->complete_t)) continue;
+      if (pool != nullptr && checks::removing_itself(h, w, s.name)) continue;  // its own cleanup
+      const std::string what =
+          held != nullptr
+              ? fmt::format("segment {} that {} created at {} while holding prefix {}", s.name,
+                            checks::who(w), checks::at(h, made->complete_t), held->prefix)
+              : fmt::format("{} {} that {} created at {} inside its pool (invoked {})", made->op,
+                            s.name, checks::who(w), checks::at(h, made->complete_t),
+                            checks::at(h, pool->invoke_t));
+      const char* holding = held != nullptr ? "still holding the prefix" : "its pool still running";
       switch (s.state) {
         case Sighting::State::kError:
           rep.unknown(fmt::format("{}: {} could not be observed ({})", by, what, s.error));
           break;
         case Sighting::State::kMissing:
           rep.reach("witness-saw-removal");
-          rep.invalid(fmt::format("{} was gone when its creator, still holding the prefix, "
+          rep.invalid(fmt::format("{} was gone when its creator, {}, "
                                   "witnessed it at {}: removed under a live holder; {}",
-                                  what, checks::at(h, w.complete_t),
+                                  what, holding, checks::at(h, w.complete_t),
                                   removed_by(h, s.name, made->complete_t, w.complete_t)));
           break;
         case Sighting::State::kPresent:
@@ -133,14 +150,13 @@ void check_witnesses(const History& h, checks::Report& rep) {
               (*made->segment->dev != s.dev || *made->segment->ino != s.ino)) {
             rep.reach("witness-saw-removal");
             rep.invalid(fmt::format(
-                "{} (dev {} ino {}) was another object (dev {} ino {}) when its creator, still "
-                "holding the prefix, witnessed it at {}: removed and re-created under a live "
-                "holder; {}",
-                what, *made->segment->dev, *made->segment->ino, s.dev, s.ino,
+                "{} (dev {} ino {}) was another object (dev {} ino {}) when its creator, {}, "
+                "witnessed it at {}: removed and re-created under a live holder; {}",
+                what, *made->segment->dev, *made->segment->ino, s.dev, s.ino, holding,
                 checks::at(h, w.complete_t),
                 removed_by(h, s.name, made->complete_t, w.complete_t)));
           } else {
-            rep.reach("witness-segment-intact");
+            rep.reach(held != nullptr ? "witness-segment-intact" : "pool-witness-intact");
           }
           break;
       }
@@ -148,8 +164,28 @@ void check_witnesses(const History& h, checks::Report& rep) {
   }
 }
 
+// Two pools of different processes ran at once, each with something created inside.
+void note_pools(const History& h, checks::Report& rep) {
+  std::vector<const Op*> pools;
+  for (const Op& op : h.ops) {
+    if (op.op != "pool") continue;
+    const bool made = std::any_of(h.ops.begin(), h.ops.end(), [&](const Op& c) {
+      return creates(c) && c.outcome == Outcome::kOk && checks::pool_holding(h, c) == &op;
+    });
+    if (made) pools.push_back(&op);
+  }
+  for (const Op* a : pools) {
+    for (const Op* b : pools) {
+      if (a->pid != b->pid && checks::overlaps(a->invoke_t, a->complete_t, b->invoke_t, b->complete_t)) {
+        rep.reach("pools-overlapped");
+      }
+    }
+  }
+}
+
 CheckResult check_cleanup_safety(const History& h) {
   checks::Report rep("cleanup.safety");
+  note_pools(h, rep);
   const auto holds = checks::prefix_holds(h);
   const auto foreign = checks::foreign_names(h);
   const auto seeded = checks::seeded_prefixes(h);
@@ -257,4 +293,4 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_cleanup_safety,
     {"cleanup-kept-something", "cleanup-while-owner-alive", "cleanup-while-owner-stopped",
      "cleanup-removed-prefix-entry", "cleanup-kept-held-lock", "witness-segment-intact",
-     "witness-saw-removal", "cleanup-inside-pause"});
+     "witness-saw-removal", "cleanup-inside-pause", "pool-witness-intact", "pools-overlapped"});

@@ -151,6 +151,32 @@ int registry_namespace(const History& h, std::string_view name) {
   return namespace_index(h.meta, std::string(base.substr(h.root.size(), base.size() - h.root.size() - 8)));
 }
 
+const Op* pool_holding(const History& h, const Op& made) {
+  for (const Op& op : h.ops) {
+    if (op.op == "pool" && op.pid == made.pid && op.job == made.job && op.rank == made.rank &&
+        op.invoke_t <= made.invoke_t && made.complete_t <= op.complete_t) {
+      return &op;
+    }
+  }
+  return nullptr;
+}
+
+bool under(std::string_view name, std::string_view dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  return name == dir || (name.size() > dir.size() && name.starts_with(dir) && name[dir.size()] == '/');
+}
+
+bool removing_itself(const History& h, const Op& w, std::string_view name) {
+  for (const Op& op : h.ops) {
+    if (op.pid != w.pid || op.job != w.job || op.rank != w.rank || op.invoke_t >= w.complete_t) continue;
+    const std::string target = json_string(op.args, "name");
+    if (target.empty()) continue;
+    if (op.op == "remove" && under(name, target)) return true;
+    if (op.op == "track" && json_string(op.args, "cmd") == "maybe_unlink" && under(name, target)) return true;
+  }
+  return false;
+}
+
 const Exit* exit_of(const History& h, int job, int rank, int pid) {
   for (const Exit& e : h.exits) {
     if (e.job == job && e.rank == rank && (e.pid == pid || e.pid == 0 || pid == 0)) return &e;

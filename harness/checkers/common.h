@@ -152,6 +152,19 @@ struct JobHold {
 // Every job hold of every prefix seen in an ok acquire, ordered by maybe_start.
 std::vector<JobHold> prefix_holds(const History& h);
 
+// Pool subjects (joblib): a parent's `pool` op is one parallel call; the
+// folders and files it creates inside it (`folder`, `file` ops) are held by
+// that pool until the call returns. The pool op of the same process that was
+// open all through `made`, or nullptr.
+const Op* pool_holding(const History& h, const Op& made);
+// Whether `name` is `dir` or lies under it ("dir/...").
+bool under(std::string_view name, std::string_view dir);
+// Whether the worker that ran `w` had itself begun to remove `name` before `w`
+// ended: its own `remove` of it (or of a folder holding it), or its own
+// resource tracker told to drop it (`track` maybe_unlink). Its own cleanup is
+// not another's removal.
+bool removing_itself(const History& h, const Op& w, std::string_view name);
+
 // [a0, a1) and [b0, b1) share a moment.
 inline bool overlaps(std::int64_t a0, std::int64_t a1, std::int64_t b0, std::int64_t b1) {
   return a0 < b1 && b0 < a1 && a0 < a1 && b0 < b1;

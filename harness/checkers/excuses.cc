@@ -68,6 +68,9 @@ const std::vector<FaultRule>& rules() {
        "leftovers of dead jobs: the subject must cope, excuses nothing"},
       {"stale-lock", "", false, false, {}, {}, {},
        "lock files, held or not: the subject must cope, excuses nothing"},
+      {"pool-worker-kill", "", false, false, {"worker-died", "broken"}, {}, {},
+       "a pool worker the rank started (not a rank) dies mid-task: the rank's pool call fails "
+       "worker-died (or broken)"},
   };
   return r;
 }
