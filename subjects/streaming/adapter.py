@@ -29,6 +29,7 @@ import errno
 import json
 import os
 import random
+import resource
 import signal
 import sys
 import tempfile
@@ -94,39 +95,76 @@ def _encode(event: dict) -> bytes:
     return (text + '\n').encode('utf-8', 'replace')  # lone surrogates (odd file names) -> '?'
 
 
-def _fit(event: dict) -> bytes:
-    """One line of at most PIPE_BUF bytes: long messages and lists are cut, marked "truncated"."""
+def _cut(event: dict) -> bytes:
+    """One line for an event that cannot be split further: what does not fit is cut, marked "truncated"."""
     data = _encode(event)
     if len(data) <= PIPE_BUF:
         return data
     event = json.loads(json.dumps(event))  # a private deep copy
-    error = event.get('error')
-    if isinstance(error, dict) and isinstance(error.get('message'), str) and len(error['message']) > 1024:
-        error['message'] = error['message'][:1024] + '... (truncated)'
-        data = _encode(event)
     for key in ('value', 'args'):
-        holder = event.get(key)
-        while len(data) > PIPE_BUF and isinstance(holder, dict):
-            lists = [k for k, v in holder.items() if isinstance(v, list) and v]
-            if not lists:
-                break
-            longest = max(lists, key=lambda k: len(_encode({k: holder[k]})))
-            holder[longest] = holder[longest][:len(holder[longest]) // 2]
-            holder['truncated'] = True
-            data = _encode(event)
-    if len(data) > PIPE_BUF:
-        for key in ('value', 'args'):
-            if key in event:
-                event[key] = {'truncated': True}
-        if isinstance(error, dict):
-            error['message'] = str(error.get('message', ''))[:256] + '... (truncated)'
-        data = _encode(event)
+        if key in event:
+            event[key] = {'truncated': True}
+    error = event.get('error')
+    if isinstance(error, dict):
+        error['message'] = str(error.get('message', ''))[:256] + '... (truncated)'
+    data = _encode(event)
     if len(data) > PIPE_BUF:  # still too long: keep only what identifies the event
-        keep = ('t', 'type', 'pid', 'job', 'rank', 'local_rank', 'op', 'id')
+        keep = ('t', 'type', 'pid', 'job', 'rank', 'local_rank', 'worker', 'op', 'id')
         event = {k: event[k] for k in keep if k in event}
         event['truncated'] = True
         data = _encode(event)
     return data
+
+
+def _lines(event: dict) -> list:
+    """The event as lines of at most PIPE_BUF bytes each, nothing dropped (worker-protocol.md,
+    "Large values: continuation lines"): the lists of its `value` and `args` are split over
+    lines that repeat the event's identity, every line but the last marked "continues". Only a
+    single string too long for any line is cut (marked "truncated")."""
+    data = _encode(event)
+    if len(data) <= PIPE_BUF:
+        return [data]
+    event = json.loads(json.dumps(event))  # a private deep copy
+    error = event.get('error')
+    if isinstance(error, dict) and isinstance(error.get('message'), str) and len(error['message']) > 1024:
+        error['message'] = error['message'][:1024] + '... (truncated)'
+        event['truncated'] = True
+    # The skeleton: the event with every list of value/args empty; each line is a skeleton
+    # holding a run of one list's elements (so nothing is counted twice when merged).
+    items = []
+    skeleton = dict(event)
+    for key in ('value', 'args'):
+        holder = event.get(key)
+        if isinstance(holder, dict):
+            skeleton[key] = {k: ([] if isinstance(v, list) else v) for k, v in holder.items()}
+            items += [(key, k, x) for k, v in holder.items() if isinstance(v, list) for x in v]
+    base = len(_encode(dict(skeleton, continues=True)))
+    if base > PIPE_BUF or not items:
+        return [_cut(event)]
+    out, line, size = [], None, base
+
+    def flush(last: bool) -> None:
+        if line is not None:
+            if not last:
+                line['continues'] = True
+            out.append(_encode(line))
+
+    for key, name, x in items:
+        cost = len(json.dumps(x, ensure_ascii=False, separators=(',', ':')).encode('utf-8', 'replace')) + 1
+        if base + cost > PIPE_BUF:  # one element too long for any line: say so, keep the rest
+            x = {'truncated': True} if isinstance(x, (dict, list)) else str(x)[:256]
+            cost = len(json.dumps(x).encode()) + 1
+            skeleton['truncated'] = True
+        if line is None or size + cost > PIPE_BUF:
+            flush(last=False)
+            line = json.loads(json.dumps(skeleton))
+            size = base
+        line[key][name].append(x)
+        size += cost
+    if skeleton.get('truncated'):
+        line['truncated'] = True
+    flush(last=True)
+    return out
 
 
 class EventLog:
@@ -158,7 +196,8 @@ class EventLog:
     def emit(self, event: dict) -> None:
         event.setdefault('t', mono_ns())
         try:
-            os.write(self.fd, _fit(event))
+            for line in _lines(event):
+                os.write(self.fd, line)
         except OSError:
             pass  # nowhere left to report it
 
@@ -287,6 +326,92 @@ def count_fds() -> int:
         return len(os.listdir('/proc/self/fd')) - 1  # minus the listing's own fd, as the native worker
     except OSError:  # e.g. EMFILE: no fd left to list them with
         return -1
+
+
+def _limit_spec(when: str):
+    try:
+        spec = json.loads(os.environ.get('SHMSTRESS_LIMIT_AT', 'null'))
+    except ValueError:
+        return None
+    if not isinstance(spec, dict) or spec.get('when') != when or spec.get('resource') not in ('nofile', 'as'):
+        return None
+    return spec
+
+
+class Limited:
+    """The `rlimit` fault (SHMSTRESS_LIMIT_AT, as the native worker reads it): RLIMIT_NOFILE or
+    RLIMIT_AS lowered to what the process uses now plus `free`, and lifted after. For `clean` it
+    holds over the whole cleanup. For `acquire` and `attach` it holds around each attach of an
+    existing segment the step makes through CPython's SharedMemory: the step also starts gloo's
+    threads, which a whole-step limit kills outright ("cannot allocate memory for thread-local
+    data"), while the harm is where the process maps — CPython 3.11's SharedMemory unlinks a
+    segment it attached to when its mmap fails (gh-153279)."""
+
+    def __init__(self, when: str) -> None:
+        self.when = when
+        self.res = None
+        self.old = None
+        self.patched = None
+
+    def lower(self, spec: dict) -> None:
+        free = int(spec.get('free', 0) or 0)
+        if spec['resource'] == 'nofile':
+            res = resource.RLIMIT_NOFILE
+            top = max((int(x) for x in os.listdir('/proc/self/fd')), default=0)
+            cur = max(count_fds() + free, top + 1)
+        else:
+            res = resource.RLIMIT_AS
+            vm = -1
+            with open('/proc/self/status', encoding='ascii', errors='replace') as f:
+                for line in f:
+                    if line.startswith('VmSize:'):
+                        vm = int(line.split()[1]) * 1024
+            if vm < 0:
+                return
+            cur = vm + free
+        old = resource.getrlimit(res)
+        try:
+            resource.setrlimit(res, (cur, old[1]))
+        except (ValueError, OSError):
+            return
+        self.res, self.old = res, old
+
+    def lift(self) -> None:
+        if self.res is not None:
+            resource.setrlimit(self.res, self.old)
+            self.res = None
+
+    def __enter__(self) -> 'Limited':
+        spec = _limit_spec(self.when)
+        if spec is None:
+            return self
+        if self.when == 'clean':
+            self.lower(spec)
+            return self
+        from multiprocessing import shared_memory  # pylint: disable=import-outside-toplevel
+        cls = shared_memory.SharedMemory
+        original = cls.__init__
+        limited = self
+
+        def attach_limited(obj, name=None, create=False, size=0, *args, **kwargs):
+            if create:
+                return original(obj, name, create, size, *args, **kwargs)
+            limited.lower(spec)
+            try:
+                return original(obj, name, create, size, *args, **kwargs)
+            finally:
+                limited.lift()
+
+        cls.__init__ = attach_limited
+        self.patched = (cls, original)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lift()
+        if self.patched is not None:
+            cls, original = self.patched
+            cls.__init__ = original
+            self.patched = None
 
 
 def list_present(root: str, prefix: int) -> list:
@@ -643,7 +768,8 @@ class Rank:
             return False
         with UnlinkRecorder() as rec:
             try:
-                self.subject.clean_stale_shared_memory()
+                with Limited('clean'):
+                    self.subject.clean_stale_shared_memory()
             except Exception as exc:  # pylint: disable=broad-except
                 failed = exc
             else:
@@ -749,7 +875,8 @@ class LoaderDataset:
         num_procs = procs * (info.num_workers if info is not None else 1) if procs > 0 else world.workers_per_node
         op = Op(w, 'barrier_attach', {'num_procs': num_procs})
         try:
-            barrier = self.barrier if self.barrier is not None else subject.SharedBarrier(self.lock_path, self.name)
+            with Limited('attach'):
+                barrier = self.barrier if self.barrier is not None else subject.SharedBarrier(self.lock_path, self.name)
         except Exception as exc:  # pylint: disable=broad-except
             op.fail(exc)
             raise
@@ -901,7 +1028,8 @@ def run(argv) -> int:
         else:
             try:
                 world = subject.World.detect()
-                prefix, shm = subject.get_shm_prefix(streams_local, streams_remote, world)
+                with Limited('acquire'):
+                    prefix, shm = subject.get_shm_prefix(streams_local, streams_remote, world)
             except Exception as exc:  # pylint: disable=broad-except
                 op.fail(exc)
                 all_ok = False
@@ -946,7 +1074,8 @@ def run(argv) -> int:
         op = Op(w, 'barrier_attach', args)
         try:
             lock_path = os.path.join(tempfile.gettempdir(), f'{root}{prefix:06}_barrier_filelock')
-            barrier = subject.SharedBarrier(lock_path, f'{prefix:06}_barrier')
+            with Limited('attach'):
+                barrier = subject.SharedBarrier(lock_path, f'{prefix:06}_barrier')
             # StreamingDataset.__init__ ends with the job's dist.barrier(): nobody uses the
             # barrier before every rank has constructed it.
             group.barrier()

@@ -760,6 +760,60 @@ class ProbeTest(Case):
         self.assertFalse(self.exists(0, 'barrier'))
 
 
+class EventLinesTest(unittest.TestCase):
+    """Nothing is dropped to fit PIPE_BUF: long results are split over continuation lines."""
+
+    @staticmethod
+    def merge(lines):
+        whole = {}
+        for raw in lines:
+            ev = json.loads(raw)
+            ev.pop('continues', None)
+            for key, val in ev.items():
+                if isinstance(val, dict) and isinstance(whole.get(key), dict):
+                    for k, v in val.items():
+                        old = whole[key].get(k)
+                        whole[key][k] = old + v if isinstance(old, list) and isinstance(v, list) else v
+                else:
+                    whole[key] = val
+        return whole
+
+    def test_a_clean_that_removed_many_names_is_split_and_merges_back_whole(self):
+        adapter = load_adapter()
+        removed = [f'/sstest.{i:06}_shard_states_with_a_long_name' for i in range(400)]
+        kept = [f'/kept{i}' for i in range(50)]
+        event = {'t': 7, 'type': 'ok', 'op': 'clean', 'id': 1, 'pid': 9, 'job': 0, 'rank': 0,
+                 'value': {'removed': removed, 'kept': kept, 'skipped': [], 'n': 3}}
+        lines = adapter._lines(dict(event))  # pylint: disable=protected-access
+        self.assertGreater(len(lines), 1)
+        for n, raw in enumerate(lines):
+            self.assertLessEqual(len(raw), adapter.PIPE_BUF)
+            ev = json.loads(raw)
+            self.assertEqual(ev.get('continues', False), n < len(lines) - 1)
+            self.assertEqual((ev['t'], ev['op'], ev['id'], ev['pid']), (7, 'clean', 1, 9))
+        whole = self.merge(lines)
+        self.assertEqual(whole['value']['removed'], removed)
+        self.assertEqual(whole['value']['kept'], kept)
+        self.assertEqual(whole['value']['n'], 3)
+        self.assertNotIn('truncated', whole)
+
+    def test_a_single_name_longer_than_a_line_is_cut_and_marked(self):
+        adapter = load_adapter()
+        event = {'t': 1, 'type': 'ok', 'op': 'clean', 'id': 2, 'pid': 9, 'job': 0, 'rank': 0,
+                 'value': {'removed': ['/a', 'x' * 5000, '/b'], 'kept': []}}
+        lines = adapter._lines(event)  # pylint: disable=protected-access
+        whole = self.merge(lines)
+        self.assertTrue(whole.get('truncated'))
+        self.assertEqual(whole['value']['removed'][0], '/a')
+        self.assertEqual(whole['value']['removed'][2], '/b')
+
+    def test_a_short_event_is_one_line(self):
+        adapter = load_adapter()
+        lines = adapter._lines({'t': 1, 'type': 'ok', 'op': 'acquire', 'value': {'prefix': 0}})  # pylint: disable=protected-access
+        self.assertEqual(len(lines), 1)
+        self.assertNotIn('continues', json.loads(lines[0]))
+
+
 def tearDownModule():  # pylint: disable=invalid-name
     left = shm_names(ROOT_BASE)
     for n in left:
