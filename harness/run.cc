@@ -15,6 +15,7 @@
 #include <random>
 
 #include "concurrency.h"
+#include "coverage.h"
 #include <fmt/format.h>
 
 #include "events.h"
@@ -237,6 +238,7 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   for (const auto& op : h.ops) {
     if (op.outcome == Outcome::kFail) t.reached.insert("error:" + op.op + ":" + op.error_code);
   }
+  add_window_states(h, &t.reached);
   // A known-bad subject's scenario: did it break what it expects, for the
   // reason it names (the subject's own evidence, in this trial)?
   if (!s.expect_violation.empty() && t.unavailable.empty()) {

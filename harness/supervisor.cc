@@ -342,6 +342,7 @@ class Supervisor {
     reap_until_workers_gone(mono_ns() + 5'000'000'000LL);
     if (plan_.final_cleanup) cleanup_step();
     audit();
+    if (!gate_path_.empty()) ::unlink(gate_path_.c_str());  // a trial that ended before its gate opened
     log_.emit({{"type", "trial"}, {"phase", "end"}, {"timed_out", timed_out_}});
     return 0;
   }
@@ -883,6 +884,10 @@ class Supervisor {
     gate_t_ = mono_ns();
     if (gate_fd_ >= 0) ::close(gate_fd_);
     gate_fd_ = -1;
+    // A worker that opens the gate after this finds no FIFO and goes on, as
+    // it would at a closed one; the trial dir keeps no FIFO that a copy, an
+    // archive or `report` would block on.
+    if (!gate_path_.empty()) ::unlink(gate_path_.c_str());
     Json waiting = Json::array();
     for (const auto& [job, rank] : awaiting_) waiting.push_back({{"job", job}, {"rank", rank}});
     log_.emit({{"type", "gate"}, {"phase", "open"}, {"t", gate_t_}, {"by", why}, {"waiting", waiting},
@@ -1230,7 +1235,11 @@ class Supervisor {
     for (const Action* ap : due) {
       const Action& a = *ap;
       if (a.job < 0) {  // aimed at the trial's world, not a worker (e.g. a small /dev/shm)
-        log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}});
+        Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}};
+        // A setting of the world (the tmpfs's size) holds from the trial's
+        // start, before any worker ran, whenever the supervisor gets to log it.
+        if (a.signal == 0 && a.at_ns == 0) e["t"] = start_;
+        log_.emit(e);
         continue;
       }
       if (a.signal == 0) {  // a setting the worker started with (emfile, fiu-errno, ...): log it

@@ -164,3 +164,24 @@ has unprivileged-creator "e.get('type')=='ok' and e.get('op')=='clean' and any(n
 has unprivileged-creator "e.get('type')=='fault' and e.get('kind')=='unprivileged' and e['detail'].get('foreign') and 'shmstress.registry' in e['detail']['names']" "the registry marked as another user's"
 # The misconfig fault's own lock dir is healed, not a leak.
 hasnt misconfig "e.get('type')=='audit' and any('elsewhere' in p for p in e['leftover_locks'])" "misconfig's lock dir left behind"
+# The process model (docs/scenarios.md [job.loader], [job.launcher]): loader
+# workers forked from their rank enter the barrier; a loader worker ends while
+# its rank lives on; a rank retries its barrier wait; exhaustion in the
+# cleaning process; pid twins across containers; a real torchrun agent that
+# restarts its ranks and forwards a SIGTERM.
+run loader-workers
+has loader-workers "trial:any(s.get('type')=='start' and s.get('role')=='loader' and any(r.get('type')=='start' and r.get('role')=='rank' and r['pid']==s['ppid'] and r['job']==s['job'] for r in ev) for s in ev)" "loader workers forked from their rank"
+has loader-workers "e.get('type')=='ok' and e.get('op')=='barrier' and e.get('worker') is not None" "barrier rounds completed by loader workers"
+run loader-fork-handles
+has loader-fork-handles "trial:any(x.get('type')=='exit' and x.get('worker') is not None and any(y.get('type')=='exit' and y.get('worker') is None and y.get('job')==x['job'] and y.get('rank')==x['rank'] and y['t']>x['t'] for y in ev) for x in ev)" "a loader worker gone while its rank lived on"
+run barrier-retry
+has barrier-retry "e.get('type')=='invoke' and e.get('op')=='barrier' and (e.get('args') or {}).get('retry',0)>=1" "a barrier wait retried after a failure"
+run exhaustion-cleaning
+has exhaustion-cleaning "e.get('type')=='fail' and e.get('op')=='clean' and e['error']['code']=='exhausted'" "a cleanup out of fds beside a live job"
+run containers-pid-twin-lock
+has containers-pid-twin-lock "trial:any(x.get('type')=='exit' and x.get('signal')==9 and any(o['pid']==x['pid'] and o['job']!=x['job'] for o in ops(ev)) for x in ev)" "a process killed while its pid twin in another container ran"
+TRIALS=1 run launcher-restart
+has launcher-restart "trial:len({s['pid'] for s in ev if s.get('type')=='start' and s.get('role')=='rank' and s.get('job')==0 and s.get('rank')==0})>=2" "a rank run again by its torchrun agent"
+TRIALS=1 run launcher-sigterm
+# (a rank the agent reaps first may end with its status unknown: its exit after the SIGTERM counts)
+has launcher-sigterm "trial:any(f.get('type')=='fault' and f.get('kind')=='sigterm' and f.get('launcher') and all(any(x.get('type')=='exit' and x.get('role')=='rank' and x.get('job')==0 and x.get('rank')==r and x['t']>f['t'] for x in ev) for r in (0, 1)) for f in ev)" "both ranks ended after their agent's SIGTERM"

@@ -455,6 +455,10 @@ class AdapterTest(Case):
             os.close(fd)
         self.assertEqual(rc, 0, err)
         events = self.events()
+        # Protocol 2: the process says who it is first (start), then what the subject is.
+        self.assertEqual(events[0]['type'], 'start')
+        self.assertEqual(events[0]['role'], 'rank')
+        events = events[1:]
         self.assertEqual(events[0]['type'], 'subject')
         self.assertIs(events[0]['available'], True)
         self.assertEqual(events[0]['distributed'], 'none')
@@ -589,7 +593,7 @@ class AdapterTest(Case):
         os.mkdir(empty)
         rc, err = self.finish(self.start(self.env(SHMSTRESS_STREAMING_PATH=empty, ops={'acquire': True})))
         self.assertEqual(rc, 3, err)
-        events = self.events()
+        events = [e for e in self.events() if e['type'] != 'start']
         self.assertEqual(len(events), 1)
         self.assertEqual(events[0]['type'], 'subject')
         self.assertIs(events[0]['available'], False)
