@@ -531,14 +531,34 @@ class Supervisor {
     return pid;  // this supervisor is its one reaper (waitpid below)
   }
 
+  // A worker's settings (emfile, fiu-errno, ...: time-0 actions without a
+  // signal) hold from its start: logged right then, so a worker that fails
+  // on one and exits before the supervisor's first round of actions never
+  // has a failure no fault explains. Once per action (a replacement worker
+  // of the same rank inherits nothing to log).
+  void log_settings(const Worker& x) {
+    for (const Action& a : plan_.actions) {
+      if (a.signal != 0 || a.job != x.job || a.rank != x.rank || a.at_ns != 0 || !a.on_type.empty() ||
+          settings_logged_.contains(&a))
+        continue;
+      settings_logged_.insert(&a);
+      log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
+                 {"pid", x.self_pid}, {"signal", 0}, {"detail", a.detail}, {"t", x.spawned_t}});
+    }
+  }
+
   pid_t start_worker(const WorkerPlan& w, const std::map<std::string, std::string>& env, const std::string& label) {
+    // Taken before the fork: the worker may run, fail on its settings and
+    // log it before spawn() returns here.
+    const std::int64_t before_fork = mono_ns();
     pid_t pid = spawn(env, label, {.w = &w});
     if (pid > 0) {
       Worker x{w.job, w.rank};
-      x.spawned_t = mono_ns();
+      x.spawned_t = before_fork;
       x.plan = &w;
       x.self_pid = w.container >= 0 ? own_pid(pid) : pid;
       workers_[pid] = x;
+      log_settings(x);
     }
     return pid;
   }
@@ -1243,6 +1263,7 @@ class Supervisor {
         continue;
       }
       if (a.signal == 0) {  // a setting the worker started with (emfile, fiu-errno, ...): log it
+        if (settings_logged_.contains(&a)) continue;  // logged as the worker started
         const pid_t started = pid_started(a.job, a.rank);
         if (started <= 0) continue;  // never started: nothing happened, nothing to log
         // In force from the worker's start, whenever the supervisor gets to log it.
@@ -1866,6 +1887,7 @@ class Supervisor {
   int ghost_count_ = 0;
   int tail_fd_ = -1;                                   // reading history.jsonl for event triggers
   std::map<pid_t, Tracked> tracked_;                   // processes of the trial we did not start, by our pid
+  std::set<const Action*> settings_logged_;           // settings faults logged at their worker's start
   std::string gate_path_;                              // the start gate's FIFO ("" without one)
   int gate_fd_ = -1;                                   // its only writer, closed to open it
   bool gate_open_ = false;
