@@ -604,10 +604,15 @@ TEST_F(BarrierTest, PidTwinDyingBlockedOnTheBarrierLockDoesNotBreakIt) {
     return 0;
   });
   ASSERT_TRUE(wait_stopped(p));
+  // a: a participant, pid 2 of its namespace, stops holding the barrier lock
+  // in the liveness check of its wait.
   auto& a = fork_in_pid_namespace([&](int out) {
     report(out, std::to_string(::getpid()));
-    if (!failpoint::set_pause_spec("crash/barrier/attach/after-lock:1").empty()) return 2;
-    (void)Barrier::attach(ns, "b", 3, opt());  // stops holding the barrier lock
+    if (!failpoint::set_pause_spec("crash/barrier/wait/check-locked:1").empty()) return 2;
+    BarrierOptions o = opt(30000ms);
+    o.liveness_interval = 20ms;
+    auto b = Barrier::attach(ns, "b", 3, o);
+    if (b) (void)b->wait();
     return 0;
   });
   std::string got = read_line(a);
@@ -840,7 +845,15 @@ TEST_F(BarrierTest, FirstAttacherKilledBeforeItsSeatIsWrittenLeavesTheNameUsable
 }
 
 TEST_F(BarrierTest, AttacherKilledHalfWayThroughResettingAStaleBarrierLeavesTheNameUsable) {
-  attach_then_die(0);  // a stale barrier: its only participant is dead
+  // A stale barrier: its only participant entered round 0 and died there.
+  auto& dead = fork_child([&](int) {
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+    auto b = Barrier::attach(ns, "b", 2, opt());
+    if (b) (void)b->wait();
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(dead)) << "the first group's participant never entered round 0";
+  kill_child(dead);
   auto& victim = fork_child([&](int) {
     fiu_init(0);
     fiu_enable("crash/barrier/attach/half-reset", 1, nullptr, 0);
@@ -848,16 +861,28 @@ TEST_F(BarrierTest, AttacherKilledHalfWayThroughResettingAStaleBarrierLeavesTheN
     return 0;
   });
   EXPECT_EQ(wait_child(victim), 128 + SIGKILL);
+  // The next group finds no seat used: the barrier starts afresh, so round 0
+  // needs both of it (the dead group's arrival does not count) and completes.
   auto& peer = fork_child([&](int out) {
-    auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
-    report(out, b ? outcome(b->wait()) : "attach " + b.error().to_string());
+    auto mine = Barrier::attach(ns, "b", 2, opt(3000ms));
+    if (!mine) {
+      report(out, "attach " + mine.error().to_string());
+      return 0;
+    }
+    report(out, "attached");
+    ::raise(SIGSTOP);  // attached, not yet entered
+    report(out, outcome(mine->wait()));
     return 0;
   });
-  auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
+  ASSERT_EQ(read_line(peer), "attached");
+  ASSERT_TRUE(wait_stopped(peer));
+  auto b = Barrier::attach(ns, "b", 2, opt(3000ms));
   ASSERT_TRUE(b) << b.error().to_string();
+  ::kill(peer.pid, SIGCONT);
   auto r = b->wait();
   EXPECT_TRUE(r) << r.error().to_string();
-  EXPECT_EQ(read_line(peer), "ok");
+  EXPECT_EQ(read_line(peer), "ok")
+      << "one of the two completed round 0 alone on the dead group's arrival";
 }
 
 // 13. milliseconds::max() overflowed now() + d: every wait failed at once
