@@ -34,11 +34,20 @@ int baseline(const BaselineArgs& a) {
       return 2;
     }
   }
+  if (!a.out.empty()) {
+    if (auto e = harness::check_output(a.out, harness::OutputOrigin::kUser)) {
+      std::fprintf(stderr, "shmstress baseline: -o %s\n", e->message.c_str());
+      return e->exit_code;
+    }
+  }
   // What the output file already says: kept, with its reasons.
   std::vector<harness::KnownFailure> entries;
   std::vector<std::string> notes;
   std::map<std::string, std::size_t> at;
-  if (!a.out.empty() && fs::exists(a.out)) {
+  // Only a regular file holds entries; /dev/stdout, a FIFO or /dev/null is
+  // only written to (harness::write_output decides what may be).
+  std::error_code reg_ec;
+  if (!a.out.empty() && fs::is_regular_file(a.out, reg_ec)) {
     auto old = harness::load_baseline(a.out, harness::Day{0});  // expired entries are kept too
     if (!old) {
       std::fprintf(stderr, "shmstress baseline: %s\n", old.error().to_string().c_str());
@@ -99,14 +108,13 @@ int baseline(const BaselineArgs& a) {
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {
-    std::string err;
     if (fs::path(a.out).has_parent_path()) {
       std::error_code ec;
       fs::create_directories(fs::path(a.out).parent_path(), ec);
     }
-    if (!reports::write_file_atomic(a.out, text, &err)) {
-      std::fprintf(stderr, "shmstress baseline: cannot write %s: %s\n", a.out.c_str(), err.c_str());
-      return 3;
+    if (auto e = harness::write_output(a.out, text, harness::OutputOrigin::kUser)) {
+      std::fprintf(stderr, "shmstress baseline: cannot write %s\n", e->message.c_str());
+      return e->exit_code;
     }
   }
   std::fprintf(stderr, "baseline: %zu entries (%zu new%s)%s%s\n", entries.size(), added,

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/files.h"
 #include "harness/results.h"
 #include "harness/run.h"
 #include "harness/scenario.h"
@@ -102,8 +103,19 @@ int prepare_out_dir(const std::string& path, std::string* why);
 // Writes timeline.{json,html} into one kept trial dir; false (after a warning
 // on stderr) if it cannot: its supervisor died before the history existed.
 bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s);
-// --junit / --metrics-file of `run` and `report`; false after printing an error.
-bool write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
-                      const std::string& metrics);
+// Every report goes through harness::write_output (harness/files.h). True if
+// `e` says it was written; else prints why (naming `what`) and, if *failed is
+// still 0, sets it to the exit code the failure means (2 or 3): the first
+// failure decides, and every other report is still written.
+bool report_written(const std::optional<harness::OutputError>& e, const char* what, int* failed);
+// --junit / --metrics-file and the like, before anything runs: what
+// write_output would refuse whatever the moment (exit 2), e.g. a directory, a
+// block device, a socket.
+std::optional<harness::OutputError> check_user_outputs(const std::vector<std::string>& paths);
+// --junit / --metrics-file of `run`, `report` and `merge` (named by the user:
+// OutputOrigin::kUser): both are attempted; 0 if both were written, else the
+// exit code of the first that was not (2 or 3).
+int write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
+                     const std::string& metrics);
 
 }  // namespace cli

@@ -233,29 +233,37 @@ bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s) {
   return true;
 }
 
-bool write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
-                      const std::string& metrics) {
-  std::error_code ec;
-  std::string err;
-  if (!junit.empty()) {
-    if (fs::path(junit).has_parent_path())
-      fs::create_directories(fs::path(junit).parent_path(), ec);
-    if (!reports::write_file_atomic(junit, reports::junit_xml(r), &err)) {
-      std::fprintf(stderr, "shmstress: cannot write JUnit XML: %s\n", err.c_str());
-      return false;
-    }
+bool report_written(const std::optional<harness::OutputError>& e, const char* what, int* failed) {
+  if (!e) return true;
+  std::fprintf(stderr, "shmstress: cannot write %s: %s\n", what, e->message.c_str());
+  if (*failed == 0) *failed = e->exit_code;
+  return false;
+}
+
+std::optional<harness::OutputError> check_user_outputs(const std::vector<std::string>& paths) {
+  for (const auto& p : paths) {
+    if (p.empty()) continue;
+    if (auto e = harness::check_output(p, harness::OutputOrigin::kUser)) return e;
+  }
+  return std::nullopt;
+}
+
+int write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
+                     const std::string& metrics) {
+  int failed = 0;
+  for (const auto& f : {junit, metrics}) {
+    std::error_code ec;
+    if (!f.empty() && fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path(), ec);
+  }
+  if (!junit.empty() &&
+      report_written(harness::write_output(junit, reports::junit_xml(r), harness::OutputOrigin::kUser),
+                     "JUnit XML", &failed)) {
     std::printf("junit: %s\n", junit.c_str());
   }
-  if (!metrics.empty()) {
-    if (fs::path(metrics).has_parent_path())
-      fs::create_directories(fs::path(metrics).parent_path(), ec);
-    if (!reports::write_metrics(r, metrics, rc, &err)) {
-      std::fprintf(stderr, "shmstress: cannot write metrics: %s\n", err.c_str());
-      return false;
-    }
+  if (!metrics.empty() && report_written(reports::write_metrics(r, metrics, rc), "metrics", &failed)) {
     std::printf("metrics: %s\n", metrics.c_str());
   }
-  return true;
+  return failed;
 }
 
 }  // namespace cli

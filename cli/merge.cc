@@ -156,17 +156,15 @@ int merge(const MergeArgs& a) {
   reports::console_summary(stdout, m, stdout_color());
   const int rc = m.tally.trials() == 0 ? 3 : m.exit_code();
   const std::string summary = m.out_dir + "/summary.json";
-  if (!reports::write_summary(m, summary)) {
-    std::fprintf(stderr, "shmstress merge: cannot write %s\n", summary.c_str());
-    return 3;
-  }
-  std::printf("merged %zu shards: %llu trials, seed %llu\nsummary: %s\n", shards.size(),
-              static_cast<unsigned long long>(m.tally.trials()), static_cast<unsigned long long>(m.seed),
-              summary.c_str());
-  if (reports::write_report_html(m, m.out_dir + "/report.html"))
+  int failed = 0;
+  std::printf("merged %zu shards: %llu trials, seed %llu\n", shards.size(),
+              static_cast<unsigned long long>(m.tally.trials()), static_cast<unsigned long long>(m.seed));
+  if (report_written(reports::write_summary(m, summary), "summary.json", &failed))
+    std::printf("summary: %s\n", summary.c_str());
+  if (report_written(reports::write_report_html(m, m.out_dir + "/report.html"), "report.html", &failed))
     std::printf("report: %s/report.html\n", m.out_dir.c_str());
-  if (!write_ci_reports(m, rc, a.junit, a.metrics)) return 3;
-  return rc;
+  if (int ci = write_ci_reports(m, rc, a.junit, a.metrics); failed == 0) failed = ci;
+  return failed != 0 ? failed : rc;
 }
 
 }  // namespace

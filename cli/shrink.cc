@@ -36,8 +36,8 @@ void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>&
     }
   }
   if (!changed) return;
-  if (reports::write_summary(*r, (run / "summary.json").string()) &&
-      reports::write_report_html(*r, (run / "report.html").string())) {
+  if (!reports::write_summary(*r, (run / "summary.json").string()) &&
+      !reports::write_report_html(*r, (run / "report.html").string())) {
     std::printf("noted in %s/summary.json and report.html\n", run.c_str());
   }
 }

@@ -1,0 +1,462 @@
+#!/usr/bin/python3
+"""Hostile input II (issue 24) for build/shmstress: what the tool grew since
+issue 12, tried as an attacker and as a clumsy user would. Each case is a
+small program that sets the stage, runs the binary and says what went wrong;
+the classes, most severe first:
+
+  destroy   it destroys or removes what is not its own (output paths that are
+            devices, FIFOs or someone else's symlinks; subject-check's scratch
+            dir; `clean` against a live run in another pid namespace; two runs
+            on one --out; an exec: subject's cwd; a segment escaped into the
+            shared /dev/shm)
+  green     it goes green on nothing
+  signal    it loses its reports to a signal
+  believe   it believes what a subject says
+  also      the rest (replay of a stored command, log caps, merge, baseline)
+
+Every case runs the binary in a session of its own (nothing may be left in it
+when it returns) with a timeout. The cases that aim at /dev (the real
+/dev/null, /dev/full, /dev/stdout) run the binary in a private mount namespace
+whose /dev is a bind mount of a scratch copy, so that even a binary that gets
+it wrong cannot touch the machine's own devices: the test runs as root and
+must be safe against the code it is meant to catch. /dev/shm must hold after
+the corpus what it held before.
+
+Usage: hostile2_test.py BUILD/shmstress [--only SUBSTRING] [--list]
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SHMSTRESS = os.path.abspath(sys.argv[1])
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+LIST = "--list" in sys.argv
+TMP = tempfile.mkdtemp(prefix="shmstress-hostile2-")
+CASE_TIMEOUT_S = 40
+
+CASES = []  # (name, function returning a list of problems)
+
+
+def case(name):
+    def deco(fn):
+        CASES.append((name, fn))
+        return fn
+    return deco
+
+
+def path(*parts):
+    p = os.path.join(TMP, *parts)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    return p
+
+
+def write(p, data, mode=None):
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    if mode is not None:
+        os.chmod(p, mode)
+    return p
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def session_members(sid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:
+            out.append(int(d))
+    return out
+
+
+class Result:
+    def __init__(self, rc, out, err, elapsed, left):
+        self.rc, self.out, self.err, self.elapsed, self.left = rc, out, err, elapsed, left
+
+    def __repr__(self):
+        return "exit %s after %.1f s; stderr: %s" % (self.rc, self.elapsed, self.err.strip()[-600:])
+
+
+def start(argv, cwd=None, env=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, fakedev=None):
+    """Starts argv (SHMSTRESS prepended) in a session of its own. With
+    fakedev, in a private mount namespace whose /dev is that directory."""
+    full = [SHMSTRESS] + argv
+    if fakedev:
+        full = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                'mount --bind "$0" /dev && exec "$@"', fakedev] + full
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.Popen(full, cwd=cwd, env=e, stdin=subprocess.DEVNULL, stdout=stdout,
+                            stderr=stderr, start_new_session=True)
+
+
+def finish(p, timeout=CASE_TIMEOUT_S, t0=None):
+    t0 = t0 or time.monotonic()
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        err = (err or b"") + b"\n[hostile2: HUNG, killed after %d s]" % timeout
+    left = session_members(p.pid)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    dec = lambda b: (b or b"").decode(errors="replace")
+    return Result(p.returncode, dec(out), dec(err), time.monotonic() - t0, left)
+
+
+def run(argv, **kw):
+    timeout = kw.pop("timeout", CASE_TIMEOUT_S)
+    t0 = time.monotonic()
+    return finish(start(argv, **kw), timeout, t0)
+
+
+def expect(r, rc, stderr=None, problems=None):
+    """The common checks: no hang, no signal death, no internal error, nothing
+    left in the session, the exit code(s), stderr matching."""
+    problems = problems if problems is not None else []
+    if "HUNG" in r.err:
+        problems.append("hung")
+    if r.rc is not None and r.rc < 0:
+        problems.append("died by signal %d" % -r.rc)
+    if "internal error" in r.err:
+        problems.append("an exception reached main")
+    if r.left:
+        problems.append("left processes behind: %s" % r.left)
+    rcs = rc if isinstance(rc, (set, tuple, list)) else {rc}
+    if r.rc not in rcs:
+        problems.append("exit %s, expected %s" % (r.rc, sorted(rcs)))
+    if stderr and not re.search(stderr, r.err):
+        problems.append("stderr does not match %r" % stderr)
+    return problems
+
+
+def node(p):
+    """(kind, inode, rdev) of what is at p, not following a last symlink."""
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return ("absent", 0, 0)
+    kinds = [(stat.S_ISLNK, "symlink"), (stat.S_ISCHR, "chr"), (stat.S_ISBLK, "blk"),
+             (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "sock"), (stat.S_ISDIR, "dir"),
+             (stat.S_ISREG, "file")]
+    kind = next(k for test, k in kinds if test(st.st_mode))
+    return (kind, st.st_ino, st.st_rdev)
+
+
+def unchanged(p, before, problems):
+    after = node(p)
+    if after != before:
+        problems.append("%s was %s, is now %s" % (p, before, after))
+
+
+QUICK = write(path("scenarios", "quick.toml"), """
+description = "one job, one rank: acquire, a round, release"
+trials = 1
+timeout = "20s"
+[[job]]
+ranks = 1
+dirs = ["/data/{job}"]
+remote = true
+[job.workload]
+acquire = true
+rounds = 1
+release = true
+""")
+
+
+def quick_run(out, *extra, **kw):
+    return run(["run", QUICK, "--seed", "7", "--out", out] + list(extra), **kw)
+
+
+# A scratch /dev: the devices a run needs and the ones the cases aim at,
+# bind-mounted over /dev in the binary's own mount namespace.
+FAKEDEV = os.path.join(TMP, "fakedev")
+
+
+def make_fakedev():
+    os.makedirs(os.path.join(FAKEDEV, "shm"))
+    os.chmod(os.path.join(FAKEDEV, "shm"), 0o1777)
+    for name, (major, minor) in {"null": (1, 3), "zero": (1, 5), "full": (1, 7),
+                                 "random": (1, 8), "urandom": (1, 9)}.items():
+        os.mknod(os.path.join(FAKEDEV, name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    for name, target in {"stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+                         "stderr": "/proc/self/fd/2", "fd": "/proc/self/fd"}.items():
+        os.symlink(target, os.path.join(FAKEDEV, name))
+
+
+# --- destroy: output paths ------------------------------------------------------------
+
+
+def dev_case(name, flag, device, rc, stderr=None):
+    @case("destroy/%s-%s" % (flag.strip("-"), name))
+    def _():
+        p = os.path.join(FAKEDEV, device)
+        before = node(p)
+        r = quick_run(path("out", "dev-" + name + flag), flag, "/dev/" + device, fakedev=FAKEDEV)
+        problems = expect(r, rc, stderr)
+        unchanged(p, before, problems)
+        return problems
+
+
+dev_case("dev-null", "--junit", "null", 0)
+dev_case("dev-null", "--metrics-file", "null", 0)
+dev_case("dev-full", "--junit", "full", 3, "No space left on device")
+dev_case("dev-random", "--junit", "random", 2, "character device")
+dev_case("dev-stdout-pipe", "--junit", "stdout", 0)
+dev_case("dev-stderr", "--metrics-file", "stderr", 0)
+
+
+@case("destroy/junit-dev-stdout-redirected-to-a-file-keeps-the-console")
+def _():
+    console = path("console.txt")
+    before = node(os.path.join(FAKEDEV, "stdout"))
+    with open(console, "wb") as f:
+        r = finish(start(["run", QUICK, "--seed", "7", "--out", path("out", "stdout-file"),
+                          "--junit", "/dev/stdout"], fakedev=FAKEDEV, stdout=f))
+    problems = expect(r, 0)
+    unchanged(os.path.join(FAKEDEV, "stdout"), before, problems)
+    text = read(console)
+    if "verdict valid" not in text:
+        problems.append("the console output before the JUnit XML is gone: %r" % text[:200])
+    if "<testsuites" not in text:
+        problems.append("no JUnit XML on stdout")
+    return problems
+
+
+@case("destroy/junit-dev-fd-1")
+def _():
+    r = quick_run(path("out", "dev-fd-1"), "--junit", "/dev/fd/1", fakedev=FAKEDEV)
+    problems = expect(r, 0)
+    if "<testsuites" not in r.out:
+        problems.append("no JUnit XML on stdout: %r" % r.out[-300:])
+    return problems
+
+
+@case("destroy/junit-chardev-node-elsewhere")
+def _():
+    p = path("nodes", "random")
+    os.mknod(p, 0o600 | stat.S_IFCHR, os.makedev(1, 8))  # /dev/random: harmless if written to
+    before = node(p)
+    r = quick_run(path("out", "chardev"), "--junit", p)
+    problems = expect(r, 2, re.escape(p) + ": is a character device")
+    unchanged(p, before, problems)
+    if os.path.exists(path("out", "chardev", "summary.json")):
+        problems.append("refused only after the run: it should be refused before any trial")
+    return problems
+
+
+@case("destroy/junit-fifo-with-a-reader")
+def _():
+    p = path("fifos", "reader")
+    os.mkfifo(p)
+    got = []
+    def reader():
+        with open(p, "rb") as f:  # blocks until the writer opens
+            got.append(f.read())
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    time.sleep(0.05)  # the reader is in open(): a writer may come
+    before = node(p)
+    r = quick_run(path("out", "fifo-reader"), "--junit", p)
+    problems = expect(r, 0)
+    t.join(5)
+    unchanged(p, before, problems)
+    if not got or b"<testsuites" not in got[0]:
+        problems.append("the reader got no JUnit XML")
+    if t.is_alive():  # unblock it
+        with open(p, "wb"):
+            pass
+    return problems
+
+
+@case("destroy/junit-fifo-nobody-reads")
+def _():
+    p = path("fifos", "lonely")
+    os.mkfifo(p)
+    before = node(p)
+    r = quick_run(path("out", "fifo-lonely"), "--junit", p, timeout=20)
+    problems = expect(r, 2, "FIFO that nobody reads")
+    unchanged(p, before, problems)
+    return problems
+
+
+@case("destroy/junit-socket")
+def _():
+    p = path("socks", "s")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(p)
+    before = node(p)
+    r = quick_run(path("out", "socket"), "--junit", p)
+    s.close()
+    problems = expect(r, 2, "socket")
+    unchanged(p, before, problems)
+    return problems
+
+
+@case("destroy/junit-directory")
+def _():
+    p = path("junit-dir", "x")
+    os.makedirs(p, exist_ok=True)
+    before = node(p)
+    r = quick_run(path("out", "jdir"), "--junit", p)
+    problems = expect(r, 2, "is a directory")
+    unchanged(p, before, problems)
+    return problems
+
+
+def victim():
+    return write(path("victims", "passwd-%d" % time.monotonic_ns()), "root:x:0:0:root:/root:/bin/sh\n")
+
+
+@case("destroy/out-summary-json-symlink-to-a-victim")
+def _():
+    v = victim()
+    out = path("out", "symlinked-summary")
+    os.makedirs(out)
+    os.symlink(v, os.path.join(out, "summary.json"))
+    r = quick_run(out)
+    problems = expect(r, 2, "symbolic link")
+    if read(v) != "root:x:0:0:root:/root:/bin/sh\n":
+        problems.append("the file the symlink names was overwritten")
+    return problems
+
+
+@case("destroy/check-verdict-json-symlink-to-a-victim")
+def _():
+    out = path("out", "verdict-victim")
+    r = quick_run(out, "--keep-passing")
+    problems = expect(r, 0)
+    v = victim()
+    trial = os.path.join(out, "quick", "trial-0")
+    os.unlink(os.path.join(trial, "verdict.json"))
+    os.symlink(v, os.path.join(trial, "verdict.json"))
+    r = run(["check", out])
+    expect(r, {0, 1, 2, 3, 4}, None, problems)
+    if read(v) != "root:x:0:0:root:/root:/bin/sh\n":
+        problems.append("check overwrote the file verdict.json's symlink names")
+    return problems
+
+
+@case("destroy/report-timeline-symlink-to-a-victim")
+def _():
+    out = path("out", "timeline-victim")
+    r = quick_run(out, "--keep-passing")
+    problems = expect(r, 0)
+    v = victim()
+    trial = os.path.join(out, "quick", "trial-0")
+    os.symlink(v, os.path.join(trial, "timeline.html"))
+    r = run(["report", out, "--all"])
+    expect(r, {0, 2, 3}, None, problems)
+    if read(v) != "root:x:0:0:root:/root:/bin/sh\n":
+        problems.append("report overwrote the file timeline.html's symlink names")
+    return problems
+
+
+@case("destroy/baseline-out-dev-null")
+def _():
+    out = path("out", "for-baseline")
+    problems = expect(quick_run(out), 0)
+    p = os.path.join(FAKEDEV, "null")
+    before = node(p)
+    r = run(["baseline", out, "-o", "/dev/null"], fakedev=FAKEDEV)
+    expect(r, 0, None, problems)
+    unchanged(p, before, problems)
+    return problems
+
+
+# --- destroy: subject-check's scratch dir -----------------------------------------------
+
+
+@case("destroy/subject-check-tmp-out-of-inodes")
+def _():
+    # A private /tmp with room for exactly the markers: mkdtemp must fail,
+    # and nothing of /tmp may go.
+    # (TMP is under /tmp: hidden by the new mount, so nothing of the case lives there.)
+    script = ('mount -t tmpfs -o nr_inodes=4,size=1m none /tmp && touch /tmp/a /tmp/b /tmp/c; '
+              '"$0" subject-check "$1" >/dev/null; rc=$?; '
+              'echo "rc=$rc"; ls /tmp | tr "\\n" " "; echo; exit 0')
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+                          SHMSTRESS, "/bin/true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    r = finish(p)
+    problems = expect(r, 0)
+    m = re.search(r"rc=(\d+)\n(.*)", r.out)
+    if not m:
+        return problems + ["no answer: %r" % r.out]
+    if m.group(1) != "3":
+        problems.append("subject-check exited %s, expected 3 (its scratch dir cannot be made)" % m.group(1))
+    left = set(m.group(2).split())
+    if left != {"a", "b", "c"}:
+        problems.append("/tmp holds %s afterwards, it held a b c" % sorted(left))
+    if "scratch directory" not in r.err:
+        problems.append("no clear message: %r" % r.err[-300:])
+    return problems
+
+
+# --- running it ------------------------------------------------------------------------
+
+
+def main():
+    selected = [(n, f) for n, f in CASES if not ONLY or ONLY in n]
+    if LIST:
+        for n, _ in selected:
+            print(n)
+        return 0
+    make_fakedev()
+    shm_before = set(os.listdir("/dev/shm"))
+    failed = 0
+    slowest = (0.0, "")
+    for name, fn in selected:
+        t0 = time.monotonic()
+        try:
+            problems = fn()
+        except Exception as e:  # a broken case is a failure, not a crash of the corpus
+            problems = ["the case raised %s: %s" % (type(e).__name__, e)]
+        elapsed = time.monotonic() - t0
+        slowest = max(slowest, (elapsed, name))
+        if problems:
+            failed += 1
+            print("FAIL %s (%.1f s): %s" % (name, elapsed, "; ".join(problems)[:1500]))
+        else:
+            print("ok   %s (%.1f s)" % (name, elapsed))
+        sys.stdout.flush()
+    shm_after = set(os.listdir("/dev/shm"))
+    if shm_after != shm_before:
+        failed += 1
+        print("FAIL /dev/shm changed: new %s, gone %s" % (sorted(shm_after - shm_before),
+                                                         sorted(shm_before - shm_after)))
+    print("hostile inputs II: %d cases, %d failed (slowest %.1f s: %s)" % (
+        len(selected), failed, slowest[0], slowest[1]))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.chdir(SOURCE)
+    try:
+        sys.exit(main())
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
