@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/files.h"
@@ -99,6 +100,27 @@ CLI::Validator seed_value();
 // (a file, not a directory; under /proc or /sys) or 3 (it cannot be created
 // or written: the environment).
 int prepare_out_dir(const std::string& path, std::string* why);
+
+// A run dir held by a live command: an exclusive flock on <dir>/.shmstress.lock
+// (never truncated, never a symlink followed), released when the holder exits
+// however it exits, and inherited by its trial supervisors. A second `run`
+// (or a `merge --out`) on a dir a live run holds is refused with exit 2.
+class RunDirLock {
+ public:
+  // nullopt with *why and *rc (2: held by a live run or not a file of ours; 3:
+  // cannot be created) if the dir cannot be locked.
+  static std::optional<RunDirLock> take(const std::string& dir, std::string* why, int* rc);
+  RunDirLock(RunDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  RunDirLock& operator=(RunDirLock&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~RunDirLock();
+
+ private:
+  explicit RunDirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 // Writes timeline.{json,html} into one kept trial dir; false (after a warning
 // on stderr) if it cannot: its supervisor died before the history existed.

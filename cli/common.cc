@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -70,7 +71,8 @@ std::vector<fs::path> find_trial_dirs(const std::string& dir, bool with_replays)
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
     if (!it->is_directory(type_ec)) continue;
-    if (!with_replays && it->path().filename() == "replays") {
+    // A trial's replays (<trial>/replays/), not a scenario named "replays".
+    if (!with_replays && it->path().filename() == "replays" && is_trial_dir(it->path().parent_path())) {
       it.disable_recursion_pending();
       continue;
     }
@@ -189,6 +191,33 @@ int prepare_out_dir(const std::string& path, std::string* why) {
   ::close(fd);
   ::unlink(file.c_str());
   return 0;
+}
+
+std::optional<RunDirLock> RunDirLock::take(const std::string& dir, std::string* why, int* rc) {
+  const std::string file = dir + "/.shmstress.lock";
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+  struct stat st{};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int e = errno;
+    *rc = fd >= 0 || e == ELOOP ? 2 : 3;
+    *why = fd >= 0 || e == ELOOP ? file + " is not a lock file shmstress made"
+                                 : "cannot create " + file + ": " + std::strerror(e);
+    if (fd >= 0) ::close(fd);
+    return std::nullopt;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    *rc = e == EWOULDBLOCK ? 2 : 3;
+    *why = e == EWOULDBLOCK ? "is in use by a live run (it holds " + file + "); give another --out"
+                            : "cannot lock " + file + ": " + std::strerror(e);
+    return std::nullopt;
+  }
+  return RunDirLock(fd);
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {

@@ -149,9 +149,23 @@ int merge(const MergeArgs& a) {
     m.tally.reclassify(std::make_shared<const harness::Baseline>(std::move(*b)));
   }
   m.out_dir = a.out.empty() ? fs::absolute("merged").string() : fs::absolute(a.out).string();
+  // The merged summary.json must not take a shard's place.
+  for (const auto& s : shards) {
+    if (canonical_or(m.out_dir) == canonical_or(s.r.out_dir))
+      return bad("--out " + m.out_dir + " is the run dir of shard " + s.dir.string() +
+                 ": the merged summary.json would replace the shard's (give another --out)");
+  }
+  if (auto e = check_user_outputs({a.junit, a.metrics})) return bad(e->message);
   std::error_code ec;
   fs::create_directories(m.out_dir, ec);
   m.out_dir = canonical_or(m.out_dir);
+  std::string why;
+  int lock_rc = 0;
+  const auto out_lock = RunDirLock::take(m.out_dir, &why, &lock_rc);
+  if (!out_lock) {
+    std::fprintf(stderr, "shmstress merge: --out %s: %s\n", m.out_dir.c_str(), why.c_str());
+    return lock_rc;
+  }
 
   reports::console_summary(stdout, m, stdout_color());
   const int rc = m.tally.trials() == 0 ? 3 : m.exit_code();

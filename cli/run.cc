@@ -112,11 +112,26 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
     std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
     return 2;
   }
+  // An explicit --out is this run's alone while it runs (a second run on it
+  // is refused, exit 2); the default runs/<run-id> is new.
+  std::optional<RunDirLock> out_lock;
   if (!ro.out_dir.empty()) {
     std::string why;
     if (int rc = prepare_out_dir(ro.out_dir, &why); rc != 0) {
       std::fprintf(stderr, "shmstress run: --out %s: %s\n", ro.out_dir.c_str(), why.c_str());
       return rc;
+    }
+    int rc = 0;
+    out_lock = RunDirLock::take(ro.out_dir, &why, &rc);
+    if (!out_lock) {
+      std::fprintf(stderr, "shmstress run: --out %s: %s\n", ro.out_dir.c_str(), why.c_str());
+      return rc;
+    }
+    for (const char* own : {"summary.json", "report.html"}) {
+      if (auto e = harness::check_output(ro.out_dir + "/" + own, harness::OutputOrigin::kDerived)) {
+        std::fprintf(stderr, "shmstress run: --out %s\n", e->message.c_str());
+        return e->exit_code;
+      }
     }
   }
   if (auto e = check_user_outputs({a.junit_file, a.metrics_file})) {

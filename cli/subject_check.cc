@@ -23,7 +23,8 @@ int subject_check(const std::string& cmd) {
   }
   bool all = true;
   std::string failure;
-  const auto lines = harness::subject_check(argv, self_exe(), &failure);
+  const auto lines =
+      harness::subject_check(harness::absolute_command(argv, {fs::current_path().string()}), self_exe(), &failure);
   if (!failure.empty()) {
     std::fprintf(stderr, "shmstress subject-check: %s\n", failure.c_str());
     return 3;

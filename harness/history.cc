@@ -591,6 +591,7 @@ struct Builder {
     h.audit.truncated = h.audit.truncated || says_truncated(ev);
     strings(index, t, ev, "leftover_shm", &h.audit.leftover_shm);
     strings(index, t, ev, "leftover_locks", &h.audit.leftover_locks);
+    strings(index, t, ev, "shared_shm_new", &h.audit.shared_shm_new);
     auto orphans = ev.find("orphans");
     if (orphans == ev.end() || orphans->is_null()) return;
     if (!orphans->is_array()) {

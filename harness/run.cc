@@ -21,6 +21,7 @@
 #include "files.h"
 #include "injector.h"
 #include "plan.h"
+#include "run_lease.h"
 #include "subjects.h"
 #include "supervisor.h"
 
@@ -346,6 +347,20 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   for (const auto& s : scenarios) {
     if (!s.expect_reached.empty()) r.expect_reached[s.name] = s.expect_reached;
   }
+  // Trials that may place names in the machine's shared /dev/shm do so under
+  // a lease (run_lease.h): `clean` then knows whether this run is alive from
+  // any pid namespace. A /dev/shm nobody can create in (read-only, full)
+  // fails here, before any trial: the environment, never a green run.
+  std::optional<RunLease> lease;
+  if (may_use_shared_shm(opt.allow_mount_ns)) {
+    std::string why;
+    auto taken = RunLease::take(&why);
+    if (!taken) {
+      r.error = why;
+      return r;
+    }
+    lease.emplace(std::move(*taken));
+  }
 
   struct Pending {
     const Scenario* s;
@@ -489,17 +504,30 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
         std::string dir = r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
         std::error_code dir_ec;
-        fs::remove_all(dir, dir_ec);
-        if (!dir_ec) fs::create_directories(dir, dir_ec);
-        if (dir_ec || !write_file(dir + "/scenario.toml", p.s->raw_toml) ||
+        std::string not_ours;
+        // A dir already there is removed only if it is a trial dir an earlier
+        // run into the same --out left (a real dir with its schedule.json):
+        // never what a user keeps under that name, nor what a symlink names.
+        if (fs::symlink_status(dir, dir_ec).type() != fs::file_type::not_found) {
+          if (!fs::is_directory(fs::symlink_status(dir, dir_ec)) ||
+              !fs::is_regular_file(fs::symlink_status(dir + "/schedule.json", dir_ec))) {
+            not_ours = dir + " exists and is not a trial dir of shmstress's: not removed";
+          } else {
+            fs::remove_all(dir, dir_ec);
+          }
+        }
+        dir_ec.clear();
+        if (not_ours.empty()) fs::create_directories(dir, dir_ec);
+        if (!not_ours.empty() || dir_ec || !write_file(dir + "/scenario.toml", p.s->raw_toml) ||
             !write_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
           TrialResult t;  // the disk, not the subject: a harness failure
           t.scenario = p.s->name;
           t.scenario_file = p.s->file;
           t.trial = p.trial;
           t.harness_error = true;
-          t.harness_error_text = "cannot prepare the trial dir " + dir + ": " +
-                                 (dir_ec ? dir_ec.message() : std::string("write failed"));
+          t.harness_error_text = !not_ours.empty() ? not_ours
+                                                   : "cannot prepare the trial dir " + dir + ": " +
+                                                         (dir_ec ? dir_ec.message() : std::string("write failed"));
           finished(std::move(t));
           continue;
         }
@@ -510,7 +538,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.command = runs_run_subject(*p.s, opt) ? opt.subject_command : p.s->subject_command;
         cfg.shm_root = runs_run_subject(*p.s, opt) ? opt.subject_root : p.s->subject_root;
         cfg.allow_shared_shm = opt.allow_shared_shm;
-        cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
+        cfg.fallback_root = lease ? lease->trial_root(started)
+                                  : "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
         pid_t pid = start_supervisor(plan, cfg);
         if (pid < 0) {
           TrialResult t;

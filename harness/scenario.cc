@@ -878,6 +878,15 @@ bool valid_scenario_name(std::string_view name, std::string* why) {
     *why = "must not be \".\" or \"..\" (it names the run directory)";
     return false;
   }
+  // The run dir's own files sit beside the scenarios' dirs (docs/reports.md).
+  if (name.front() == '.') {
+    *why = "must not start with '.' (the run directory keeps its own lock and temp files so)";
+    return false;
+  }
+  if (name == "summary.json" || name == "report.html") {
+    *why = "is the name of one of the run directory's own reports (its trials would take its place)";
+    return false;
+  }
   return true;
 }
 

@@ -71,7 +71,7 @@ struct ChildSetup {
   long nofile = -1;
   int report_fd = -1;
   int mnt_ns_fd = -1;  // >= 0: enter this mount namespace (a container's, with its own /proc)
-  int cwd_fd = -1;     // where to be after entering it (setns moves us to its root)
+  int cwd_fd = -1;     // the worker's own dir (<trial>/<label>): where it starts, after any setns
 };
 
 // What a worker's process must be before exec: the leader of its own process
@@ -93,7 +93,8 @@ struct ChildSetup {
   // It stays out of the terminal's foreground group like the supervisor.
   if (::setpgid(0, 0) != 0) die(110);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != c.parent) die(111);
-  if (c.mnt_ns_fd >= 0 && (::setns(c.mnt_ns_fd, CLONE_NEWNS) != 0 || ::fchdir(c.cwd_fd) != 0)) die(118);
+  if (c.mnt_ns_fd >= 0 && ::setns(c.mnt_ns_fd, CLONE_NEWNS) != 0) die(118);
+  if (c.cwd_fd >= 0 && ::fchdir(c.cwd_fd) != 0) die(119);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -226,12 +227,12 @@ class Supervisor {
     if (!log_.ok()) return 3;
     ::chmod((trial_dir_ + "/history.jsonl").c_str(), 0666);  // workers may run as another uid
     isolate();
+    if (isolation_ == "name-root") shared_before_ = shm_entries();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, nullptr);
-    cwd_fd_ = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 
     start_ = mono_ns();
     prev_look_wait_ = cpu_wait_ns();
@@ -368,6 +369,14 @@ class Supervisor {
       if (err >= 0) ::close(err);
       return -1;
     }
+    // It starts in its own dir (docs/worker-protocol.md): a subject's
+    // relative writes land in the trial, not where shmstress was started.
+    const int own_dir = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (own_dir < 0) {
+      log_.emit({{"type", "harness-error"}, {"message", "cannot open the dir of " + label + ": " + std::strerror(errno)}});
+      ::close(out), ::close(err);
+      return -1;
+    }
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
     ChildSetup c;
@@ -383,12 +392,12 @@ class Supervisor {
     c.nofile = w ? w->nofile : -1;
     c.report_fd = report[1];
     c.mnt_ns_fd = box ? box->mnt_ns_fd : -1;
-    c.cwd_fd = cwd_fd_;
+    c.cwd_fd = own_dir;
     // A container's worker is forked into its pid namespace (our children's
     // namespace for this one fork), so it stays our child to reap and signal.
     if (box && ::setns(box->pid_ns_fd, CLONE_NEWPID) != 0) {
       log_.emit({{"type", "harness-error"}, {"message", "cannot enter container " + std::to_string(w->container) + ": " + std::strerror(errno)}});
-      ::close(out), ::close(err);
+      ::close(out), ::close(err), ::close(own_dir);
       if (report[0] >= 0) ::close(report[0]), ::close(report[1]);
       return -1;
     }
@@ -397,6 +406,7 @@ class Supervisor {
     if (box) ::setns(self_pid_ns_fd_, CLONE_NEWPID);
     ::close(out);
     ::close(err);
+    ::close(own_dir);
     if (report[1] >= 0) ::close(report[1]);
     if (pid < 0) {
       log_.emit({{"type", "harness-error"}, {"message", "fork failed for " + label + ": " + std::strerror(errno)}});
@@ -1197,6 +1207,19 @@ class Supervisor {
     }
   }
 
+  // Names in /dev/shm with their inodes.
+  static std::map<std::string, ino_t> shm_entries() {
+    std::map<std::string, ino_t> out;
+    if (DIR* d = ::opendir("/dev/shm")) {
+      while (auto* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") out.emplace(std::move(n), e->d_ino);
+      }
+      ::closedir(d);
+    }
+    return out;
+  }
+
   bool is_container_init(pid_t p) const {
     for (const auto& [id, box] : containers_) {
       if (box.init == p) return true;
@@ -1260,6 +1283,18 @@ class Supervisor {
       if (!fresh && round > 5) break;
     }
     Json shm = Json::array(), locks = Json::array();
+    // In the shared /dev/shm, outside the trial's root: new since the trial
+    // began (a subject that ignores SHMSTRESS_ROOT, a daemon it left). Not
+    // provably the trial's (with --allow-shared-shm other programs share
+    // it), so reported, never removed.
+    Json shared_new = Json::array();
+    if (isolation_ == "name-root") {
+      for (const auto& [n, ino] : shm_entries()) {
+        auto before = shared_before_.find(n);
+        if (n.rfind(root_, 0) == 0 || n.rfind("shmstress.", 0) == 0) continue;  // ours, or another trial's
+        if (before == shared_before_.end() || before->second != ino) shared_new.push_back(n);
+      }
+    }
     std::map<int, Json> foreign;  // uid -> names another user's workers left
     const bool uid_faults = std::any_of(plan_.workers.begin(), plan_.workers.end(), [](const WorkerPlan& w) { return w.uid >= 0; });
     auto note_owner = [&](const std::string& path, const std::string& name) {
@@ -1299,7 +1334,9 @@ class Supervisor {
                  {"detail", {{"uid", uid}, {"foreign", true}, {"names", names},
                              {"why", "left by a worker running as uid " + std::to_string(uid) + ": another user's"}}}});
     }
-    log_.emit({{"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", locks}, {"orphans", orphans}});
+    Json audit = {{"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", locks}, {"orphans", orphans}};
+    if (!shared_new.empty()) audit["shared_shm_new"] = shared_new;
+    log_.emit(std::move(audit));
     // The trial's own leftovers go now that they are on record (a mount namespace drops them anyway).
     if (isolation_ != "mount-namespace") {
       for (const auto& n : shm) ::shm_unlink(("/" + n.get<std::string>()).c_str());
@@ -1327,6 +1364,7 @@ class Supervisor {
   std::string isolation_, root_, lock_dir_;
   std::string proc_error_;  // set if the trial's pid namespace has no /proc of its own
   std::map<pid_t, Worker> workers_;
+  std::map<std::string, ino_t> shared_before_;         // name-root: the shared /dev/shm as the trial began
   std::map<std::string, std::string> base_env_;
   std::vector<pid_t> helpers_;                         // fault helpers holding lock files or reused pids
   std::set<std::string> lock_subdirs_;                 // lock dirs made for misconfigured ranks
@@ -1334,7 +1372,6 @@ class Supervisor {
   std::deque<WorkerPlan> replacements_;                // plans of replacement workers (stable addresses)
   std::vector<Timer> timers_;
   int self_pid_ns_fd_ = -1;
-  int cwd_fd_ = -1;
   int ghost_count_ = 0;
   int tail_fd_ = -1;                                   // reading history.jsonl for event triggers
   std::string tail_buf_;

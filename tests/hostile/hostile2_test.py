@@ -388,6 +388,19 @@ def _():
     return problems
 
 
+@case("destroy/out-with-a-users-dir-named-like-a-trial-dir")
+def _():
+    out = path("out", "users-dir")
+    keep = write(os.path.join(out, "quick", "trial-0", "thesis.tex"), "years of work\n")
+    r = quick_run(out)
+    problems = expect(r, 3)
+    if "not a trial dir of shmstress" not in r.out:
+        problems.append("the console does not say why the trial could not run")
+    if not os.path.exists(keep):
+        problems.append("the run removed a dir it did not make: %s" % keep)
+    return problems
+
+
 # --- destroy: subject-check's scratch dir -----------------------------------------------
 
 
@@ -414,6 +427,172 @@ def _():
         problems.append("/tmp holds %s afterwards, it held a b c" % sorted(left))
     if "scratch directory" not in r.err:
         problems.append("no clear message: %r" % r.err[-300:])
+    return problems
+
+
+# --- destroy: clean against a live run in another pid namespace -------------------------
+
+
+def free_pid():
+    """A pid nothing in our pid namespace has (and, likely, will have soon)."""
+    used = {int(d) for d in os.listdir("/proc") if d.isdigit()}
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    for p in range(min(pid_max - 1, 30000), 1000, -7):
+        if p not in used and p - 1 not in used and p + 1 not in used:
+            return p
+    raise RuntimeError("no free pid")
+
+
+@case("destroy/clean-spares-a-live-run-in-another-pid-namespace")
+def _():
+    # A --no-mount-ns run in a pid namespace of its own, its harness's pid one
+    # that is dead in ours: kill(pid, 0) says "dead", the run is alive.
+    pid = free_pid()
+    out = path("out", "pidns-run")
+    # unshare forks: its child is pid 1 (sh), which forks nothing before exec.
+    script = 'echo %d > /proc/sys/kernel/ns_last_pid; "$0" "$@"' % (pid - 1)
+    runner = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "--", "/bin/sh", "-c", script, SHMSTRESS, "run",
+         "scenarios/many-rounds.toml", "--no-mount-ns", "--duration", "6s", "--seed", "3", "--out", out],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    t0 = time.monotonic()
+    names = []
+    while time.monotonic() - t0 < 10 and runner.poll() is None:
+        names = [n for n in os.listdir("/dev/shm")
+                 if n.startswith("shmstress.%d." % pid) or n.startswith("shmstress.%d-" % pid)]
+        if len([n for n in names if not n.endswith(".lease")]) >= 2:
+            break
+        time.sleep(0.05)
+    problems = []
+    if not names:
+        problems.append("the run's segments never appeared in /dev/shm (pid %d)" % pid)
+    cleaned = run(["clean"])
+    expect(cleaned, 0, None, problems)
+    mine = [l for l in cleaned.out.splitlines()
+            if l.startswith("removed") and ("shmstress.%d." % pid in l or "shmstress.%d-" % pid in l)]
+    if mine:
+        problems.append("clean removed %d names of the live run: %s" % (len(mine), mine[:3]))
+    r = finish(runner, 40, t0)
+    expect(r, 0, None, problems)
+    if mine or r.rc != 0:
+        problems.append("the run: %s" % r)
+    run(["clean"])  # what the case itself may have left
+    return problems
+
+
+# --- destroy: two runs on one --out; scenario dirs among the run's own files --------------
+
+
+@case("destroy/second-run-on-a-live-out-is-refused")
+def _():
+    out = path("out", "shared-out")
+    first = start(["run", "scenarios/many-rounds.toml", "--duration", "4s", "--seed", "5", "--out", out])
+    t0 = time.monotonic()
+    problems = []
+    # The first run is live once it has started a trial (its dir appears).
+    while time.monotonic() - t0 < 10 and not os.path.isdir(os.path.join(out, "many-rounds")):
+        time.sleep(0.02)
+    second = quick_run(out, timeout=20)
+    expect(second, 2, "in use by a live run", problems)
+    r = finish(first, 40, t0)
+    expect(r, 0, None, problems)
+    if os.path.isdir(os.path.join(out, "quick")):
+        problems.append("the second run wrote into the first run's --out")
+    return problems
+
+
+def named_scenario(name):
+    return write(path("scenarios", "named-" + name.replace(".", "_") + ".toml"),
+                 'name = "%s"\n' % name + read(QUICK))
+
+
+for reserved in ["summary.json", "report.html", ".shmstress.lock"]:
+    def reserved_case(reserved=reserved):
+        @case("destroy/scenario-named-" + reserved)
+        def _():
+            f = named_scenario(reserved)
+            r = run(["run", f, "--seed", "7", "--out", path("out", "named-" + reserved)])
+            return expect(r, 2, re.escape(f) + r":1: 'name' = ")
+    reserved_case()
+
+
+@case("destroy/report-of-a-scenario-named-replays")
+def _():
+    out = path("out", "named-replays")
+    f = named_scenario("replays")
+    problems = expect(run(["run", f, "--seed", "7", "--keep-passing", "--out", out]), 0)
+    r = run(["report", out])
+    expect(r, 0, None, problems)
+    if "1 trials" not in r.out:
+        problems.append("report did not find the trial of scenario 'replays': %r" % r.out[-300:])
+    return problems
+
+
+# --- destroy: an exec: subject's working directory -------------------------------------
+
+
+@case("destroy/exec-subject-writes-land-in-its-rank-dir")
+def _():
+    subject = write(path("subjects", "cwd-writer"), """#!/bin/sh
+echo "$PWD" > relative-write.txt
+exec %s "$@"
+""" % SHMSTRESS, 0o755)
+    where = path("cwd-of-the-user", "x")
+    os.makedirs(os.path.dirname(where), exist_ok=True)
+    cwd = os.path.dirname(where)
+    out = path("out", "cwd")
+    r = run(["run", os.path.join(SOURCE, "scenarios/basic.toml"), "--trials", "1", "--seed", "7",
+             "--keep-passing", "--subject", "exec:" + subject, "--out", out], cwd=cwd)
+    problems = expect(r, 0)
+    if os.path.exists(os.path.join(cwd, "relative-write.txt")):
+        problems.append("the subject's relative write landed in the dir shmstress was started in")
+    rank_file = os.path.join(out, "basic", "trial-0", "job0-rank0", "relative-write.txt")
+    if not os.path.exists(rank_file):
+        problems.append("no relative-write.txt in the worker's own dir job0-rank0/")
+    elif read(rank_file).strip() != os.path.dirname(rank_file):
+        problems.append("the worker started in %s" % read(rank_file).strip())
+    return problems
+
+
+@case("destroy/exec-subject-relative-command-still-runs")
+def _():
+    # exec:./x from the dir it is in: the command is resolved where shmstress
+    # was started, before the worker moves to its own dir.
+    d = path("relcmd", "x")
+    os.makedirs(os.path.dirname(d), exist_ok=True)
+    write(os.path.join(os.path.dirname(d), "subject.sh"), "#!/bin/sh\nexec %s \"$@\"\n" % SHMSTRESS, 0o755)
+    r = run(["run", os.path.join(SOURCE, "scenarios/basic.toml"), "--trials", "1", "--seed", "7",
+             "--subject", "exec:./subject.sh", "--out", path("out", "relcmd")], cwd=os.path.dirname(d))
+    return expect(r, 0)
+
+
+# --- destroy: a segment escaped into the shared /dev/shm ---------------------------------
+
+
+@case("destroy/shared-shm-segment-outside-the-root-is-reported")
+def _():
+    name = "shmstress-hostile2-escaped-%d" % os.getpid()
+    subject = write(path("subjects", "escaper"), """#!/bin/sh
+# A daemon of the subject's leaves a segment outside SHMSTRESS_ROOT.
+[ "$SHMSTRESS_RANK" = 0 ] && [ "$SHMSTRESS_JOB" = 0 ] && : > /dev/shm/%s
+exec %s "$@"
+""" % (name, SHMSTRESS), 0o755)
+    out = path("out", "escaped")
+    try:
+        r = run(["run", os.path.join(SOURCE, "scenarios/basic.toml"), "--trials", "1", "--seed", "7",
+                 "--no-mount-ns", "--allow-shared-shm", "--subject", "exec:" + subject, "--out", out])
+        problems = expect(r, 4)
+        summary = read(os.path.join(out, "summary.json")) if os.path.exists(os.path.join(out, "summary.json")) else ""
+        if name not in summary:
+            problems.append("summary.json does not name the escaped segment")
+        if name not in r.out:
+            problems.append("the console does not name the escaped segment")
+        if not os.path.exists("/dev/shm/" + name):
+            problems.append("the harness removed a segment it cannot prove is its own")
+    finally:
+        if os.path.exists("/dev/shm/" + name):
+            os.unlink("/dev/shm/" + name)
     return problems
 
 
