@@ -875,6 +875,43 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
     }
   }
 
+  // A worker that exited by itself must have run the workload it was given:
+  // one that logged no operation at all (exec:/bin/true), or that left the
+  // barrier rounds early with nothing failed, shows nothing for the
+  // invariants to judge, and its trial is at least unknown, never green.
+  if (h.started && h.ended && !h.unavailable) {
+    for (const Exit& e : h.exits) {
+      if (e.signal > 0 || e.exit_code < 0) continue;  // a signal cut it short
+      const bool cleanup = e.job == -1 && e.rank == -1;
+      if (!cleanup && (e.job < 0 || static_cast<std::size_t>(e.job) >= meta.jobs.size())) continue;
+      const JobMeta* jm = cleanup ? nullptr : &meta.jobs[static_cast<std::size_t>(e.job)];
+      if (cleanup ? !meta.cleanup_step : !(jm->acquire || jm->barrier_rounds > 0)) continue;
+      int ops = 0;
+      bool all_ok = true;
+      std::int64_t last_round = -1, barriers = 0;
+      for (const Op& op : h.ops) {
+        if (!same_worker(WorkerKey{e.job, e.rank, e.pid}, op.job, op.rank, op.pid)) continue;
+        ++ops;
+        all_ok = all_ok && op.outcome == Outcome::kOk;
+        if (op.op != "barrier") continue;
+        ++barriers;
+        if (op.round) last_round = std::max(last_round, *op.round);
+      }
+      last_round = std::max(last_round, barriers - 1);
+      const std::string who = cleanup ? fmt::format("the cleanup step (pid {})", e.pid)
+                                      : fmt::format("job {} rank {} (pid {})", e.job, e.rank, e.pid);
+      if (ops == 0) {
+        sink.add(fmt::format("{} exited {} without logging any operation: it did not run its workload", who,
+                             e.exit_code));
+      } else if (!cleanup && e.exit_code == 0 && all_ok && jm->barrier_rounds > 0 &&
+                 last_round < jm->barrier_rounds - 1) {
+        sink.add(fmt::format("{} exited 0 after barrier round {} of {} with nothing failed: it stopped its "
+                             "workload early",
+                             who, last_round, jm->barrier_rounds));
+      }
+    }
+  }
+
   for (const auto& [key, index] : b.open_ops) {
     Op& op = h.ops[index];
     const Exit* e = find_exit(h.exits, op);

@@ -151,6 +151,7 @@ struct Audit {
 struct JobMeta {
   int ranks = 1;               // processes of this job on the node
   int barrier_rounds = 0;      // rounds each rank runs
+  bool acquire = true;         // each rank acquires a prefix first
   std::vector<std::string> dirs;
   std::vector<bool> has_remote;
 };

@@ -77,6 +77,47 @@ bool AnyContains(const std::vector<std::string>& lines, const std::string& part)
   return false;
 }
 
+
+// --- a worker must have run its workload --------------------------------------
+
+TrialMeta OneJobTwoRounds() {
+  TrialMeta m;
+  JobMeta j;
+  j.ranks = 1;
+  j.barrier_rounds = 2;
+  m.jobs.push_back(j);
+  return m;
+}
+
+TEST(WorkloadRun, AWorkerThatExitedWithoutAnyOpIsAHistoryError) {
+  std::vector<std::string> errors;
+  build_history({Trial(0, "start"), ExitCode(5 * kMs, 0, 0, 40, 0), Trial(6 * kMs, "end")}, OneJobTwoRounds(), &errors);
+  EXPECT_TRUE(AnyContains(errors, "job 0 rank 0 (pid 40) exited 0 without logging any operation")) << errors.size();
+}
+
+TEST(WorkloadRun, AWorkerThatLeftTheRoundsEarlyWithNothingFailedIsAHistoryError) {
+  std::vector<std::string> errors;
+  build_history({Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 1, "acquire"), Ok(2 * kMs, 0, 0, 40, 1, {{"prefix", 0}}),
+                 Invoke(3 * kMs, 0, 0, 40, 2, "barrier", {{"round", 0}}), Ok(4 * kMs, 0, 0, 40, 2),
+                 ExitCode(5 * kMs, 0, 0, 40, 0), Trial(6 * kMs, "end")},
+                OneJobTwoRounds(), &errors);
+  EXPECT_TRUE(AnyContains(errors, "exited 0 after barrier round 0 of 2 with nothing failed")) << errors.size();
+}
+
+TEST(WorkloadRun, AWorkerThatRanEveryRoundOrFailedOrWasKilledIsFine) {
+  for (const auto& events : std::vector<std::vector<Json>>{
+           {Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 1, "barrier", {{"round", 0}}), Ok(2 * kMs, 0, 0, 40, 1),
+            Invoke(3 * kMs, 0, 0, 40, 2, "barrier", {{"round", 1}}), Ok(4 * kMs, 0, 0, 40, 2),
+            ExitCode(5 * kMs, 0, 0, 40, 0), Trial(6 * kMs, "end")},
+           {Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 1, "acquire"), Fail(2 * kMs, 0, 0, 40, 1, "timeout", "x"),
+            ExitCode(5 * kMs, 0, 0, 40, 1), Trial(6 * kMs, "end")},
+           {Trial(0, "start"), ExitSignal(5 * kMs, 0, 0, 40, SIGKILL, true), Trial(6 * kMs, "end")}}) {
+    std::vector<std::string> errors;
+    build_history(events, OneJobTwoRounds(), &errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+  }
+}
+
 TEST(ParseJsonl, KeepsObjectsSkipsBlankLinesAndNamesBadLinesByNumber) {
   std::string text =
       "{\"t\":1,\"type\":\"trial\",\"phase\":\"start\"}\n"

@@ -42,6 +42,42 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
+// How long past its trial's timeout a supervisor may take (heal, cleanup
+// step, audit: about 20 s at most) before the run calls it hung.
+constexpr std::chrono::seconds kSupervisorGrace{60};
+
+// Trials whose plans load_and_validate draws to find faults that cannot share
+// a trial: planning costs microseconds.
+constexpr int kValidationTrials = 256;
+
+// "file:line: why" if the scenario's faults, planned together into one trial
+// as run() plans them, conflict in some trial.
+std::optional<std::string> faults_conflict(const Scenario& s, const std::string& f) {
+  for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
+    TrialPlan plan = base_plan(s, 1, trial);
+    Rng rng(plan.seed);
+    std::map<std::string, int> seeded;  // "where:name" -> the line of the fault that seeds it
+    for (const auto& fault : s.faults) {
+      const std::size_t seeds_before = plan.seeds.size();
+      if (auto why = find_injector(fault.kind)->plan(fault, s, rng, plan)) {
+        return f + ":" + std::to_string(fault.line) + ": " + *why +
+               " (with the faults before it in the file, planned into one trial as every trial is" +
+               (trial > 0 ? ", e.g. trial " + std::to_string(trial) + " of seed 1" : std::string()) + ")";
+      }
+      for (std::size_t i = seeds_before; i < plan.seeds.size(); ++i) {
+        const Seed& sd = plan.seeds[i];
+        const auto [it, fresh] = seeded.emplace(sd.where + ":" + sd.name, fault.line);
+        if (fresh) continue;
+        return f + ":" + std::to_string(fault.line) + ": seeds " + (sd.where == "lock" ? "the lock file " : "the segment ") +
+               sd.name + ", which " +
+               (it->second == fault.line ? "it seeds twice" : "the fault at line " + std::to_string(it->second) + " seeds too") +
+               ": one file, one seed (a second holder of a held lock would wait for the first forever)";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenario>* out, std::string* err) {
@@ -78,6 +114,7 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
       }
     }
     for (const auto& w : s->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    // Each fault on its own: its parameters.
     for (const auto& fault : s->faults) {
       const InjectorInfo* inj = find_injector(fault.kind);
       if (!inj) {
@@ -94,6 +131,15 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
         *err = f + ":" + std::to_string(line) + ": " + *why;
         return false;
       }
+    }
+    // Then together, as every trial plans them: two faults that cannot share a
+    // rank or a job (two stops at a point, two containers for one job), or two
+    // that seed one file (a second holder of a held lock would wait forever),
+    // are refused here, never one silently dropped. Targets drawn at random
+    // are drawn as kValidationTrials trials would draw them.
+    if (auto why = faults_conflict(*s, f)) {
+      *err = *why;
+      return false;
     }
     if (!s->subject.empty()) {
       std::string why;
@@ -127,6 +173,7 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
     JobMeta jm;
     jm.ranks = js.ranks;
     jm.barrier_rounds = js.workload.rounds;
+    jm.acquire = js.workload.acquire;
     for (auto d : js.dirs) {
       for (std::size_t at; (at = d.find("{job}")) != std::string::npos;) d.replace(at, 5, std::to_string(j));
       jm.dirs.push_back(d);
@@ -229,6 +276,11 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   for (const auto& f : h.faults) {
     if (f.end_t == f.start_t || f.end_t > 0) ++t.faults[f.kind];
     t.reached.insert("fault:" + f.kind);
+  }
+  // A crash point fires inside the subject: its trace is the worker's own
+  // `point` event before a death by signal, not a fault event.
+  for (const auto& e : h.exits) {
+    if (!e.crash_point.empty()) t.reached.insert("fault:crash-point");
   }
   for (const auto& op : h.ops) {
     if (op.outcome == Outcome::kFail) t.reached.insert("error:" + op.op + ":" + op.error_code);
@@ -345,7 +397,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     r.out_dir = canonical.string();
   }
   for (const auto& s : scenarios) {
-    if (!s.expect_reached.empty()) r.expect_reached[s.name] = s.expect_reached;
+    // What the scenario names, and every fault kind it injects: a fault that
+    // fired in none of the run's trials (a trigger nothing logs, a point the
+    // subject never passes, a kill after everyone exited) tested nothing, and
+    // the run is inconclusive (exit 4) rather than green.
+    std::vector<std::string> states = s.expect_reached;
+    for (const auto& f : s.faults) {
+      if (std::find(states.begin(), states.end(), "fault:" + f.kind) == states.end()) states.push_back("fault:" + f.kind);
+    }
+    if (!states.empty()) r.expect_reached[s.name] = std::move(states);
   }
   // Trials that may place names in the machine's shared /dev/shm do so under
   // a lease (run_lease.h): `clean` then knows whether this run is alive from
@@ -411,12 +471,16 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     c.start = std::min(cores, c.max);
     adaptive.emplace(c);
     probe = std::make_unique<LoadProbe>();
-    // A tick every 250 ms interrupts waitpid() so the target follows the load
-    // between trials too. Interval timers are not inherited across fork().
+  }
+  // A tick interrupts waitpid(): every 250 ms, so an adaptive target follows
+  // the load between trials too; else every second, for the watchdog below.
+  // Interval timers are not inherited across fork().
+  {
     struct sigaction tick{};
     tick.sa_handler = on_tick;
     sigaction(SIGALRM, &tick, nullptr);
-    itimerval every{{0, 250000}, {0, 250000}};
+    const suseconds_t us = adaptive ? 250000 : 0;
+    itimerval every{{adaptive ? 0 : 1, us}, {adaptive ? 0 : 1, us}};
     setitimer(ITIMER_REAL, &every, nullptr);
   }
   auto parallel = [&] { return adaptive ? adaptive->target() : opt.parallel; };
@@ -428,6 +492,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     std::uint64_t seed;
     std::chrono::steady_clock::time_point started;
     std::vector<Action> actions;  // the plan's: how late its signals fired
+    // The watchdog: a supervisor still running this long after it started
+    // hangs (its own trial timeout, heal and cleanup bounds are far below).
+    std::chrono::steady_clock::time_point hung_after;
+    bool killed_hung = false;
   };
   std::map<pid_t, Running> running;
   std::uint64_t started = 0;  // trials started (or that failed to start): names their fallback roots
@@ -484,6 +552,13 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   };
 
   while (true) {
+    // Whatever blocks a supervisor (a bug, a kernel that never answers), it
+    // never hangs the run: killed, its trial a harness error.
+    for (auto& [sp, run] : running) {
+      if (run.killed_hung || std::chrono::steady_clock::now() < run.hung_after) continue;
+      run.killed_hung = true;
+      ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+    }
     if (adaptive && elapsed() - last_tick >= 0.25) {
       last_tick = elapsed();
       note_concurrency();
@@ -500,7 +575,24 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         TrialPlan plan = base_plan(*p.s, r.seed, p.trial);
         plan.subject = runs_run_subject(*p.s, opt) ? opt.subject : p.s->subject;
         Rng rng(plan.seed);
-        for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
+        // load_and_validate planned these together; a draw it did not meet
+        // that makes two faults conflict is this trial's failure, named,
+        // never a fault silently dropped.
+        std::string unplanned;
+        for (const auto& f : p.s->faults) {
+          if (auto why = find_injector(f.kind)->plan(f, *p.s, rng, plan); why && unplanned.empty())
+            unplanned = p.s->file + ":" + std::to_string(f.line) + ": cannot be planned into this trial: " + *why;
+        }
+        if (!unplanned.empty()) {
+          TrialResult t;
+          t.scenario = p.s->name;
+          t.scenario_file = p.s->file;
+          t.trial = p.trial;
+          t.harness_error = true;
+          t.harness_error_text = unplanned;
+          finished(std::move(t));
+          continue;
+        }
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
         std::string dir = r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
         std::error_code dir_ec;
@@ -550,7 +642,9 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           finished(std::move(t));
           continue;
         }
-        running[pid] = Running{p, dir, plan.seed, std::chrono::steady_clock::now(), std::move(plan.actions)};
+        const auto now = std::chrono::steady_clock::now();
+        running[pid] = Running{p, dir, plan.seed, now, std::move(plan.actions),
+                               now + std::chrono::nanoseconds(plan.timeout_ns) + kSupervisorGrace};
       }
     }
     if (running.empty()) {
@@ -581,7 +675,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       fs::remove_all(done.dir, rm_ec);  // cut short by the user: neither a result nor a harness failure
       continue;
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    if (done.killed_hung) {
+      t.harness_error = true;
+      t.harness_error_text += fmt::format("the trial supervisor hung: killed {} s past the trial's timeout; ",
+                                          std::chrono::duration_cast<std::chrono::seconds>(kSupervisorGrace).count());
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       t.harness_error = true;
       t.harness_error_text += "supervisor exited abnormally";
     }
@@ -616,7 +714,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
     }
   }
-  if (adaptive) {
+  {
     itimerval off{};
     setitimer(ITIMER_REAL, &off, nullptr);
     signal(SIGALRM, SIG_DFL);

@@ -1067,7 +1067,10 @@ class Supervisor {
       pid_t holder = -1;
       if (!sd.held_by.empty()) {
         holder = hold_lock(path, sd.held_by == "inherited");
-        if (holder <= 0) continue;
+        if (holder <= 0) {
+          log_.emit({{"type", "harness-error"}, {"message", "cannot hold the lock " + path + ": it is held already"}});
+          continue;
+        }
         helpers_.push_back(holder);
         detail["held_by"] = sd.held_by;
         detail["holder_pid"] = holder;
@@ -1111,7 +1114,8 @@ class Supervisor {
     if (child == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       int fd = ::open(path.c_str(), O_RDWR);
-      if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+      // Never waits: a lock someone holds already is refused, not a hang.
+      if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) ::_exit(1);
       if (inherited) {
         pid_t grandchild = ::fork();
         if (grandchild == 0) {

@@ -8,7 +8,9 @@
 // only: SIGCONT after it, default 200ms); tree = true (kill only) to kill the
 // target's whole process tree (its process group, e.g. with CPython's resource
 // tracker) as an OOM kill, a container stop or torchrun's killpg does.
+#include <algorithm>
 #include <csignal>
+#include <iterator>
 
 #include "injector.h"
 
@@ -22,6 +24,21 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   auto colon = after.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == after.size()) {
     return std::string("'after' must be TYPE:OP, e.g. \"ok:acquire\"");
+  }
+  // A trigger that names nothing a worker logs never fires: refused here.
+  const std::string type = after.substr(0, colon), what = after.substr(colon + 1);
+  if (type == "point") {
+    if (auto e = check_failpoint("after", what)) return e;
+  } else if (type == "invoke" || type == "ok" || type == "fail") {
+    static const char* const kOps[] = {"acquire", "release", "barrier", "barrier_attach", "barrier_detach",
+                                       "clean", "segment", "witness"};
+    if (std::find(std::begin(kOps), std::end(kOps), what) == std::end(kOps)) {
+      return "'after' = \"" + after + "\": '" + what +
+             "' is no operation of the worker protocol (acquire, release, barrier, barrier_attach, barrier_detach, "
+             "clean, segment, witness)";
+    }
+  } else {
+    return "'after' = \"" + after + "\": '" + type + "' is no event a worker logs (invoke, ok, fail or point)";
   }
   FaultSpec who = f;
   if (!who.params.contains("job")) who.params["job"] = 0;

@@ -596,6 +596,102 @@ exec %s "$@"
     return problems
 
 
+# --- green: it goes green on nothing -----------------------------------------------------
+
+JOB2 = """
+trials = 1
+timeout = "10s"
+[[job]]
+ranks = 2
+dirs = ["/data/{job}"]
+remote = true
+[job.workload]
+acquire = true
+rounds = 3
+release = true
+"""
+
+
+def scenario_file(name, text):
+    return write(path("scenarios", "green-" + name + ".toml"), text)
+
+
+@case("green/exec-bin-true-is-not-valid")
+def _():
+    out = path("out", "bin-true")
+    r = run(["run", QUICK, "--seed", "7", "--subject", "exec:/bin/true", "--out", out])
+    problems = expect(r, 4)
+    if "did not run its workload" not in r.out:
+        problems.append("the console does not say the workers ran nothing")
+    return problems
+
+
+def refused_at_load(name, text, line, message, timeout=10):
+    @case("green/" + name)
+    def _():
+        f = scenario_file(name, text)
+        r = run(["run", f, "--seed", "7", "--out", path("out", "green-" + name)], timeout=timeout)
+        return expect(r, 2, re.escape(f) + ":%d: .*%s" % (line, message))
+
+
+FAULT_AT = JOB2.count("\n") + 1  # the line of the first [[fault]] header appended to JOB2
+for after, what in [("ok:acquier", "no operation"), ("okay:acquire", "no event a worker logs"),
+                    ("point:crash/no/such/point", "not a shmcoord failpoint")]:
+    refused_at_load("signal-on-event-after-" + after.replace(":", "-").replace("/", "-"),
+                    JOB2 + '[[fault]]\nkind = "signal-on-event"\nafter = "%s"\n' % after, FAULT_AT + 2, what)
+refused_at_load("two-init-lock-faults-hang",
+                JOB2 + '[[fault]]\nkind = "init-lock"\n[[fault]]\nkind = "init-lock"\n', FAULT_AT + 2,
+                "seeds the segment init.lock, which the fault at line %d seeds too" % FAULT_AT)
+refused_at_load("stale-lock-one-prefix-twice-stopped",
+                JOB2 + '[[fault]]\nkind = "stale-lock"\nprefixes = [3, 3]\nholder = "stopped"\n', FAULT_AT,
+                "seeds the lock file 000003_barrier_filelock, which it seeds twice")
+refused_at_load("pause-and-replacement-on-one-rank",
+                JOB2 + '[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/before-sleep"\n'
+                'job = 0\nrank = 1\n[[fault]]\nkind = "replacement"\njob = 0\nrank = 1\n',
+                FAULT_AT + 5, "one stop-at-point fault per rank")
+refused_at_load("two-pause-at-point-on-one-rank",
+                JOB2 + '[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/before-sleep"\n'
+                'job = 0\nrank = 0\n[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/before-sleep"\n'
+                'job = 0\nrank = 0\n', FAULT_AT + 5, "one stop-at-point fault per rank")
+refused_at_load("two-random-pauses-that-can-meet",
+                JOB2 + '[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/before-sleep"\n'
+                '[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/before-sleep"\n',
+                FAULT_AT + 3, "one stop-at-point fault per rank")
+refused_at_load("two-containers-for-one-job",
+                JOB2 + '[[fault]]\nkind = "containers"\njobs = [0]\n[[fault]]\nkind = "containers"\njobs = [0]\n',
+                FAULT_AT + 3, "job 0")
+refused_at_load("sigkill-at-overflows-int64-ns",
+                JOB2 + '[[fault]]\nkind = "sigkill"\nat = "999999999m"\n', FAULT_AT + 2, "out of range")
+refused_at_load("pause-hold-overflows-int64-ns",
+                JOB2 + '[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/before-sleep"\n'
+                'hold = "999999999m"\n', FAULT_AT + 3, "out of range")
+
+
+@case("green/pause-at-point-that-never-fires-is-inconclusive")
+def _():
+    # A subject with no failpoints: shmcoord's worker with its pause knob taken away.
+    subject = write(path("subjects", "no-failpoints"), "#!/bin/sh\nexec env -u SHMCOORD_PAUSE_AT %s \"$@\"\n" % SHMSTRESS,
+                    0o755)
+    f = scenario_file("pause-never", JOB2 + '[[fault]]\nkind = "pause-at-point"\n'
+                      'point = "crash/barrier/wait/before-sleep"\njob = 0\nrank = 0\n')
+    r = run(["run", f, "--seed", "7", "--subject", "exec:" + subject, "--out", path("out", "pause-never")])
+    problems = expect(r, 4)
+    if "fault:pause-at-point" not in r.out:
+        problems.append("the console does not say the fault never fired")
+    return problems
+
+
+@case("green/read-only-dev-shm-without-mount-ns-is-exit-3")
+def _():
+    script = ('mount --bind /dev/shm /dev/shm && mount -o remount,bind,ro /dev/shm && '
+              'exec "$0" run "$2" --seed 7 --no-mount-ns --out "$1"')
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+                          SHMSTRESS, path("out", "ro-shm"), QUICK], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    r = finish(p)
+    return expect(r, 3, "Read-only file system")
+
+
 # --- running it ------------------------------------------------------------------------
 
 
