@@ -52,6 +52,7 @@ struct RunArgs {
 };
 
 int run(RunArgs a, bool subject_given, const char* argv0) {
+  harness::install_stop_signals(true);  // from here on a signal interrupts the run, never the reports
   harness::RunOptions& ro = a.ro;
   if (!a.duration.empty()) {
     harness::MsRange d;

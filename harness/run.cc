@@ -30,8 +30,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_stop(int) { g_stop = 1; }
+// Set by SIGINT, SIGTERM, SIGHUP or SIGPIPE (install_stop_signals): sticky for
+// the process, so a signal that came while scenarios loaded, or during one
+// run of a replay or a shrink, stops the rest too.
+volatile std::sig_atomic_t g_signalled = 0;
+void on_stop(int) { g_signalled = 1; }
 // The adaptive concurrency's tick: it only interrupts waitpid().
 void on_tick(int) {}
 
@@ -79,6 +82,16 @@ std::optional<std::string> faults_conflict(const Scenario& s, const std::string&
 }
 
 }  // namespace
+
+void install_stop_signals(bool restart) {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop;
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
+}
+
+bool stop_signalled() { return g_signalled != 0; }
 
 bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenario>* out, std::string* err) {
   for (const auto& f : files) {
@@ -453,11 +466,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.duration_s = soak ? opt.duration_s : 0;
   int round = 1;
 
-  struct sigaction sa{};
-  sa.sa_handler = on_stop;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  g_stop = 0;
+  install_stop_signals(false);
+  // The run stops starting trials once a signal came, or (stop_on_violation)
+  // once it has what it was asked for.
+  bool stop_asked = false;
+  auto stopping = [&] { return stop_asked || g_signalled != 0; };
 
   // Trials at once: --parallel, or a target that follows the load.
   const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
@@ -565,9 +578,9 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       adaptive->update(probe->sample(), last_tick, static_cast<int>(running.size() + queue.size()));
       note_concurrency();
     }
-    if (!g_stop) {
+    if (!stopping()) {
       if (soak && queue.empty() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
-      while (!g_stop && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
+      while (!stopping() && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
              (!soak || elapsed() < opt.duration_s)) {
         Pending p = queue.front();
         queue.pop_front();
@@ -649,14 +662,14 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     if (running.empty()) {
       const bool time_up = soak && elapsed() >= opt.duration_s;
-      if (g_stop || time_up || (!soak && queue.empty())) break;
+      if (stopping() || time_up || (!soak && queue.empty())) break;
       continue;
     }
     int st = 0;
     pid_t pid = ::waitpid(-1, &st, 0);
     if (pid < 0) {
       if (errno == EINTR) {
-        if (g_stop) {
+        if (stopping()) {
           // Stop within 2 s: end every running trial (each supervisor's group: workers included).
           for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
         }
@@ -671,7 +684,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     std::error_code rm_ec;  // a dir that cannot be removed stays: nothing to decide on it
     TrialResult t = check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed, &done.actions);
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
-    if (g_stop && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+    if (stopping() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
       fs::remove_all(done.dir, rm_ec);  // cut short by the user: neither a result nor a harness failure
       continue;
     }
@@ -709,8 +722,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // evidence), not at the first unrelated one on its way there; with a
     // baseline, at the first violation the baseline does not know.
     const bool expected = t.expectation == Expectation::kNone || t.expectation == Expectation::kMet;
-    if (finished(std::move(t)) && opt.stop_on_violation && expected && !g_stop) {
-      g_stop = 1;
+    if (finished(std::move(t)) && opt.stop_on_violation && expected && !stopping()) {
+      stop_asked = true;
       for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
     }
   }
@@ -720,11 +733,12 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     signal(SIGALRM, SIG_DFL);
     probe.reset();
   }
-  r.interrupted = g_stop != 0;
+  r.interrupted = stopping();
   r.elapsed = elapsed();
   note_concurrency();
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
+  // A signal from here on (the reports are being written) kills nothing and
+  // changes nothing: the trials are over, and every report is written.
+  install_stop_signals(true);
   progress(true);
   for (const auto& sub : opt.subscribers) sub->run_finished(r);
   return r;

@@ -89,6 +89,18 @@ def session_members(sid):
     return out
 
 
+def session_gone(sid, within_s=3.0):
+    """The session's members still there after `within_s`: a trial killed with
+    the harness dies asynchronously (its pid namespace's init takes its
+    processes with it), so its processes get a moment to go."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = session_members(sid)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)
+
+
 class Result:
     def __init__(self, rc, out, err, elapsed, left):
         self.rc, self.out, self.err, self.elapsed, self.left = rc, out, err, elapsed, left
@@ -118,7 +130,7 @@ def finish(p, timeout=CASE_TIMEOUT_S, t0=None):
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
         err = (err or b"") + b"\n[hostile2: HUNG, killed after %d s]" % timeout
-    left = session_members(p.pid)
+    left = session_gone(p.pid)
     for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -690,6 +702,111 @@ def _():
                          stderr=subprocess.PIPE, start_new_session=True)
     r = finish(p)
     return expect(r, 3, "Read-only file system")
+
+
+# --- signal: every way a CI runner or a terminal ends a run ------------------------------
+
+
+def reports_of(out, junit, metrics, problems):
+    for f in [os.path.join(out, "summary.json"), os.path.join(out, "report.html"), junit, metrics]:
+        if not os.path.isfile(f):
+            problems.append("no %s" % os.path.basename(f))
+    try:
+        return json.loads(read(os.path.join(out, "summary.json")))
+    except (OSError, ValueError):
+        return {}
+
+
+def signal_case(sig):
+    @case("signal/%s-mid-run-is-interrupted-with-every-report" % signal.Signals(sig).name)
+    def _():
+        out = path("out", "sig-%d" % sig)
+        junit, metrics = path("out", "sig-%d.xml" % sig), path("out", "sig-%d.prom" % sig)
+        p = start(["run", "scenarios/many-rounds.toml", "--duration", "30s", "--seed", "5", "--out", out,
+                   "--junit", junit, "--metrics-file", metrics], stdout=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        # Interrupt it once a trial has finished (the soak's live summary.json says so).
+        while time.monotonic() - t0 < 15 and p.poll() is None:
+            try:
+                if json.loads(read(os.path.join(out, "summary.json"))).get("trials", 0) >= 1:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        os.kill(p.pid, sig)
+        r = finish(p, 20, t0)
+        problems = expect(r, 4)
+        summary = reports_of(out, junit, metrics, problems)
+        if summary.get("interrupted") is not True:
+            problems.append("summary.json does not say interrupted")
+        return problems
+
+
+for sig in [signal.SIGHUP, signal.SIGTERM, signal.SIGINT]:
+    signal_case(sig)
+
+
+@case("signal/sigpipe-on-stderr-mid-run-is-interrupted-with-every-report")
+def _():
+    # `run ... 2>&1 | head -1`: the reader goes away after the first line.
+    out = path("out", "pipe-stderr")
+    junit, metrics = path("out", "pipe-stderr.xml"), path("out", "pipe-stderr.prom")
+    p = start(["run", "scenarios/many-rounds.toml", "--duration", "30s", "--seed", "5", "--out", out,
+               "--junit", junit, "--metrics-file", metrics], stderr=subprocess.STDOUT)
+    t0 = time.monotonic()
+    p.stdout.readline()
+    p.stdout.close()  # the next progress line (5 s on) meets a closed pipe
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    r = Result(p.returncode, "", "", time.monotonic() - t0, session_gone(p.pid))
+    problems = expect(r, 4)
+    summary = reports_of(out, junit, metrics, problems)
+    if summary.get("interrupted") is not True:
+        problems.append("summary.json does not say interrupted")
+    return problems
+
+
+@case("signal/sigpipe-on-stdout-after-the-run-still-writes-every-report")
+def _():
+    # `run ... | head -1`: the console summary meets a closed pipe after the last trial.
+    out = path("out", "pipe-stdout")
+    junit, metrics = path("out", "pipe-stdout.xml"), path("out", "pipe-stdout.prom")
+    p = start(["run", "scenarios/basic.toml", "--trials", "2", "--seed", "5", "--out", out, "--junit", junit,
+               "--metrics-file", metrics], stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    p.stdout.close()  # nobody reads stdout at all
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    r = Result(p.returncode, "", "", time.monotonic() - t0, session_gone(p.pid))
+    problems = expect(r, 0)
+    reports_of(out, junit, metrics, problems)
+    return problems
+
+
+@case("signal/out-out-of-space-still-writes-junit-and-metrics-given-elsewhere")
+def _():
+    disk = path("full-disk", "x")
+    os.makedirs(os.path.dirname(disk), exist_ok=True)
+    disk = os.path.dirname(disk)
+    junit, metrics = path("out", "full.xml"), path("out", "full.prom")
+    # 4 inodes: the mount's root, the run dir, its lock file, then the scenario's dir: the trial's own
+    # dir and every report in --out meet ENOSPC.
+    script = 'mount -t tmpfs -o nr_inodes=4,size=1m none "$1" && exec "$0" run "$2" --seed 7 --out "$1/run" --junit "$3" --metrics-file "$4"'
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+                          SHMSTRESS, disk, QUICK, junit, metrics], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    r = finish(p)
+    problems = expect(r, 3, "cannot write summary.json")
+    for f in [junit, metrics]:
+        if not os.path.isfile(f):
+            problems.append("%s given outside --out was not written" % os.path.basename(f))
+    return problems
 
 
 # --- running it ------------------------------------------------------------------------
