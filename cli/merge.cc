@@ -54,7 +54,7 @@ std::string baseline_identity(const harness::Baseline* b) {
 
 int merge(const MergeArgs& a) {
   auto bad = [](const std::string& msg) {
-    std::fprintf(stderr, "shmstress merge: %s\n", msg.c_str());
+    std::fprintf(stderr, "shmstress merge: %s\n", harness::printable_text(msg).c_str());
     return 2;
   };
   std::vector<Shard> shards;

@@ -78,6 +78,39 @@ bool AnyContains(const std::vector<std::string>& lines, const std::string& part)
 }
 
 
+// --- what a subject says is checked against what the harness did --------------
+
+TEST(BelieveNothing, AnOpFromAPidTheHarnessStartedAsAnotherJobIsNotJudged) {
+  std::vector<std::string> errors;
+  History h = build_history({Trial(0, "start"), Invoke(1 * kMs, 1, 0, 40, 9, "acquire"),
+                             Ok(2 * kMs, 1, 0, 40, 9, {{"prefix", 0}}), ExitCode(5 * kMs, 0, 0, 40, 0),
+                             ExitCode(5 * kMs, 1, 0, 41, 0), Trial(6 * kMs, "end")},
+                            TrialMeta{}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "an acquire op claims job 1 rank 0 from pid 40, which the harness started as job 0 "
+                                  "rank 0: not judged"));
+  EXPECT_TRUE(h.ops.empty());
+}
+
+TEST(BelieveNothing, AnOpFromAPidNeverStartedAsThatRankIsNotJudged) {
+  std::vector<std::string> errors;
+  History h = build_history({Trial(0, "start"), Invoke(1 * kMs, 0, 0, 99999, 9, "acquire"),
+                             Ok(2 * kMs, 0, 0, 99999, 9, {{"prefix", 0}}), ExitCode(5 * kMs, 0, 0, 40, 0),
+                             Trial(6 * kMs, "end")},
+                            TrialMeta{}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "claims job 0 rank 0 from pid 99999, which the harness never started as that rank"));
+  EXPECT_TRUE(h.ops.empty());
+}
+
+TEST(BelieveNothing, ACompletionOutsideTheTrialIsAHistoryErrorAndItsOpIsDropped) {
+  std::vector<std::string> errors;
+  History h = build_history({Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 9, "clean"),
+                             Ok(std::int64_t{1} << 62, 0, 0, 40, 9), ExitCode(5 * kMs, 0, 0, 40, 0),
+                             Trial(6 * kMs, "end")},
+                            TrialMeta{}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "a worker event outside the trial (it ran from t=0 to t=6000000)"));
+  EXPECT_TRUE(h.ops.empty()) << "a 2^62 ns latency reached the ops";
+}
+
 // --- a worker must have run its workload --------------------------------------
 
 TrialMeta OneJobTwoRounds() {

@@ -809,6 +809,93 @@ def _():
     return problems
 
 
+# --- believe: what a subject says is checked, not believed ------------------------------
+
+
+def forging_subject(name, python_body):
+    """A subject that writes what python_body says on the events fd, then runs
+    the native worker (so the trial is otherwise a real one)."""
+    return write(path("subjects", name), """#!/usr/bin/python3
+import json, os, sys, time
+fd = int(os.environ.get("SHMSTRESS_EVENTS_FD", "3"))
+job, rank = int(os.environ["SHMSTRESS_JOB"]), int(os.environ["SHMSTRESS_RANK"])
+def emit(**e):
+    os.write(fd, (json.dumps(e) + "\\n").encode())
+if job == 0 and rank == 0 and os.environ.get("SHMSTRESS_ROLE") == "rank":
+%s
+os.execv(%r, [%r] + sys.argv[1:])
+""" % ("\n".join("    " + l for l in python_body.strip().splitlines()), SHMSTRESS, SHMSTRESS), 0o755)
+
+
+@case("believe/an-acquire-forged-as-another-jobs-is-not-judged")
+def _():
+    subject = forging_subject("forger", """
+t = time.monotonic_ns()
+emit(t=t, type="invoke", op="acquire", id=999, job=1, rank=0, local_rank=0, pid=os.getpid(), args={})
+emit(t=t + 1000, type="ok", op="acquire", id=999, job=1, rank=0, local_rank=0, pid=os.getpid(), value={"prefix": 0})
+""")
+    out = path("out", "forged")
+    r = run(["run", "scenarios/basic.toml", "--trials", "1", "--seed", "7", "--subject", "exec:" + subject,
+             "--keep-passing", "--out", out])
+    problems = expect(r, 4)
+    if "claims job 1 rank 0 from pid" not in r.out:
+        problems.append("no history error names the forged claim: %r" % r.out[-400:])
+    return problems
+
+
+@case("believe/an-ok-2^62-ns-after-its-invoke-is-a-history-error")
+def _():
+    subject = forging_subject("time-traveller", """
+t = time.monotonic_ns()
+emit(t=t, type="invoke", op="clean", id=999, job=0, rank=0, local_rank=0, pid=os.getpid(), args={})
+emit(t=t + 2**62, type="ok", op="clean", id=999, job=0, rank=0, local_rank=0, pid=os.getpid(), value={})
+""")
+    out = path("out", "time-travel")
+    r = run(["run", QUICK, "--seed", "7", "--subject", "exec:" + subject, "--out", out])
+    problems = expect(r, 4)
+    if "outside the trial" not in r.out:
+        problems.append("no history error says the time is outside the trial: %r" % r.out[-400:])
+    try:
+        s = json.loads(read(os.path.join(out, "summary.json")))
+        for q in (s.get("latency_ms") or {}).values():
+            if isinstance(q, dict) and (q.get("max") or 0) > 60000:
+                problems.append("a latency of %s ms reached summary.json" % q.get("max"))
+    except (OSError, ValueError) as e:
+        problems.append("no summary.json: %s" % e)
+    return problems
+
+
+ESC = "\x1b"
+
+
+@case("believe/an-escape-sequence-in-an-excuse-is-shown-not-obeyed")
+def _():
+    f = write(path("scenarios", "escape-excuse.toml"), read(QUICK) +
+              '[excuse]\n"worker.exits" = "fine \\u001b[2J\\u001b]0;pwned\\u0007 really"\n')
+    r = run(["run", f, "--seed", "7", "--out", path("out", "escape-excuse")])
+    problems = expect(r, 0)
+    if ESC in r.out or ESC in r.err:
+        problems.append("a raw ESC reached the console")
+    if "\\x1b[2J" not in r.out:
+        problems.append("the excuse is not shown escaped: %r" % r.out[-300:])
+    return problems
+
+
+@case("believe/an-escape-sequence-in-a-name-a-subject-left-is-shown-not-obeyed")
+def _():
+    subject = write(path("subjects", "esc-leaver"), """#!/bin/sh
+[ "$SHMSTRESS_ROLE" = rank ] && : > "$SHMSTRESS_LOCK_DIR/left$(printf '\\033[2J')behind"
+exec %s "$@"
+""" % SHMSTRESS, 0o755)
+    r = run(["run", QUICK, "--seed", "7", "--subject", "exec:" + subject, "--out", path("out", "escape-name")])
+    problems = expect(r, 1)
+    if ESC in r.out or ESC in r.err:
+        problems.append("a raw ESC reached the console")
+    if "left\\x1b[2Jbehind" not in r.out:
+        problems.append("the leftover is not named, escaped: %r" % r.out[-300:])
+    return problems
+
+
 # --- running it ------------------------------------------------------------------------
 
 
