@@ -25,6 +25,12 @@ struct BaselineArgs {
 
 int baseline(const BaselineArgs& a) {
   const harness::Day today = harness::today_utc();
+  // The file keeps a reason per line; a blank one would be written and then
+  // refused by every `run --baseline` ("no reason"): refused here instead.
+  if (!a.reason.empty() && a.reason.find_first_not_of(" \t\r\n\v\f") == std::string::npos) {
+    std::fprintf(stderr, "shmstress baseline: --reason is blank: say why these failures are known\n");
+    return 2;
+  }
   std::optional<harness::Day> expires;
   if (a.expires != "never") {
     expires = harness::parse_day(a.expires);
@@ -105,6 +111,13 @@ int baseline(const BaselineArgs& a) {
     notes.swap(kept_notes);
   }
   const std::string text = harness::baseline_text(entries, notes);
+  // What is written is what `run --baseline` reads: a file it would refuse
+  // (a reason a run's summary.json carried that is blank) is not written.
+  if (auto back = harness::parse_baseline(text, a.out.empty() ? "<stdout>" : a.out, harness::Day{0}); !back) {
+    std::fprintf(stderr, "shmstress baseline: not written, `run --baseline` would refuse it: %s\n",
+                 harness::printable_text(back.error().to_string()).c_str());
+    return 2;
+  }
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {

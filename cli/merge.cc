@@ -65,8 +65,9 @@ int merge(const MergeArgs& a) {
     harness::StoredError err;
     auto j = harness::load_json_object(file.string(), &err);
     if (!j) return bad(err.to_string());
-    auto r = reports::read_summary(*j);
-    if (!r) return bad(file.string() + ": " + r.error());
+    std::string why;
+    auto r = reports::read_summary(*j, &why);
+    if (!r) return bad(file.string() + ": " + why);
     // Trial dirs and example dirs as they are here.
     const std::string rec = r->out_dir;
     for (auto& t : r->listed) t.dir = moved(t.dir, rec, root);

@@ -25,7 +25,8 @@ void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>&
   if (ec || !fs::exists(run / "summary.json")) return;
   auto j = harness::load_json_object((run / "summary.json").string(), nullptr);
   if (!j) return;  // not readable: nothing to note
-  auto r = reports::read_summary(*j);
+  std::string why;
+  auto r = reports::read_summary(*j, &why);
   if (!r) return;  // an older summary.json: nothing to note
   bool changed = false;
   for (const auto& f : fps) {
