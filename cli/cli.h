@@ -75,7 +75,7 @@ std::map<std::string, std::string> reproduce_commands(const harness::StoredSumma
 // with *err if that summary.json cannot be decoded.
 struct TrialRunFlags {
   std::optional<std::string> worker_bin;  // --worker-bin
-  std::optional<std::string> subject;     // schedule.json's "subject", else --subject
+  std::optional<std::string> subject;     // schedule.json's "subject", else --subject, else scenario.toml's
   bool no_mount_ns = false;               // --no-mount-ns
   bool allow_shared_shm = false;          // --allow-shared-shm
 };
@@ -88,6 +88,18 @@ bool use_subject(const std::string& spec, const std::vector<std::string>& search
 // One POSIX shell word (single-quoted when it needs to be).
 std::string shell_word(const std::string& s);
 std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err);
+
+// A stored trial dir may come from a bug report: what it says to run is code,
+// and `replay`/`shrink` run it as root. Without --allow-stored-command, only
+// what the user's own installation provides runs: the native subject, this
+// binary as the worker, a named subject found in ./subjects (not next to the
+// trial dir); a stored exec: command, another --worker-bin, or a named
+// subject that is not the user's is refused. nullopt if `stored` may run;
+// else the refusal (exit 2), naming the command and where it came from.
+// `user_subject`/`user_worker_bin`: the user gave --subject / --worker-bin
+// (then the stored one is not used).
+std::optional<std::string> refuse_stored_command(const TrialRunFlags& stored, bool user_subject,
+                                                 bool user_worker_bin, bool allowed);
 
 // A strictly decimal integer flag in [lo, hi]: "-1", "1e3", "0x10", " 5" and
 // "5.0" are refused with the range, before CLI11 converts anything.

@@ -11,9 +11,12 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <toml++/toml.h>
 
 #include "cli/cli.h"
 #include "harness/run.h"
+#include "harness/files.h"
+#include "harness/scenario.h"
 #include "harness/subjects.h"
 #include "reports/reports.h"
 
@@ -126,7 +129,47 @@ std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::str
       sched && sched->subject && !sched->subject->empty()) {
     f.subject = *sched->subject;
   }
+  // Neither names one (a schedule.json edited to drop it): the scenario copy's
+  // own `subject` is what the trial would run, so it is the stored command
+  // refuse_stored_command() judges, and what a replay runs (resolved from
+  // here, never from subjects/ beside the trial dir).
+  if (!f.subject) {
+    if (auto text = harness::read_regular_file((trial_dir / "scenario.toml").string(), harness::kMaxUserFileBytes,
+                                               nullptr)) {
+      try {
+        const toml::table t = toml::parse(*text);
+        if (auto s = t["subject"].value<std::string>(); s && !s->empty()) f.subject = *s;
+      } catch (const std::exception&) {
+        // Refused with its file:line by whoever loads the scenario.
+      }
+    }
+  }
   return f;
+}
+
+std::optional<std::string> refuse_stored_command(const TrialRunFlags& stored, bool user_subject,
+                                                 bool user_worker_bin, bool allowed) {
+  if (allowed) return std::nullopt;
+  const std::string how =
+      ": replaying runs that command, as this user. Read it; then pass --allow-stored-command to run it, or "
+      "choose what runs with --subject / --worker-bin";
+  if (!user_worker_bin && stored.worker_bin && canonical_or(*stored.worker_bin) != canonical_or(self_exe())) {
+    return "the trial ran --worker-bin " + harness::printable_text(*stored.worker_bin) +
+           " (from its run's summary.json)" + how;
+  }
+  if (!user_subject && stored.subject && !stored.subject->empty() && *stored.subject != "native") {
+    if (stored.subject->rfind("exec:", 0) == 0) {
+      return "the trial ran --subject " + harness::printable_text(*stored.subject) +
+             " (from its schedule.json or its run's summary.json)" + how;
+    }
+    // A named subject: the user's own only if ./subjects has it.
+    std::string why;
+    if (!harness::resolve_subject(*stored.subject, {}, &why)) {
+      return "the trial ran subject '" + harness::printable_text(*stored.subject) +
+             "', which ./subjects does not have: " + harness::printable_text(why) + how;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string shell_word(const std::string& s) {
