@@ -27,6 +27,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "events.h"
 
@@ -361,8 +362,16 @@ class Supervisor {
       }
       box = &it->second;
     }
-    int out = ::open((dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int err = ::open((dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // O_APPEND: once cap_logs() cuts a log, what the worker writes next goes
+    // after the cut, not into a hole at its old offset. O_NOFOLLOW: a worker
+    // of an earlier spawn may have put a symlink there (it runs in this dir).
+    int out = ::open((dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int err = ::open((dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // cap_logs() works on these files through fds of its own, never by path:
+    // the worker may rename them or put a symlink in their place.
+    for (int fd : {out, err}) {
+      if (fd >= 0) logs_.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    }
     if (out < 0 || err < 0) {
       log_.emit({{"type", "harness-error"}, {"message", "cannot open the logs of " + label + ": " + std::strerror(errno)}});
       if (out >= 0) ::close(out);
@@ -669,6 +678,7 @@ class Supervisor {
     while (true) {
       reap();
       run_timers();
+      cap_logs(false);
       if (!any_worker_alive()) return;
       poll_triggers(triggers);
       std::int64_t now = mono_ns();
@@ -1255,6 +1265,27 @@ class Supervisor {
     return st.st_uid != ::geteuid() ? static_cast<int>(st.st_uid) : -1;
   }
 
+  // A worker's stdout/stderr.log holds at most kMaxWorkerLogBytes and then a
+  // line saying it was cut: a subject that prints without end must not fill
+  // the disk (one trial dir reached 201 MB). Checked every 100 ms while the
+  // trial runs and once more when every writer is gone (`final`).
+  void cap_logs(bool final) {
+    static constexpr off_t kMaxWorkerLogBytes = off_t{1} << 20;
+    static const std::string kMark =
+        "\n[shmstress: log cut at " + std::to_string(kMaxWorkerLogBytes) + " bytes; the worker wrote more]\n";
+    const std::int64_t now = mono_ns();
+    if (!final && now < next_log_check_) return;
+    next_log_check_ = now + 100'000'000;
+    for (auto& log : logs_) {
+      struct stat st{};
+      if (log.fd < 0 || ::fstat(log.fd, &st) != 0 || st.st_size <= kMaxWorkerLogBytes) continue;
+      if (log.cut && st.st_size == kMaxWorkerLogBytes + static_cast<off_t>(kMark.size())) continue;
+      if (::ftruncate(log.fd, kMaxWorkerLogBytes) != 0) continue;
+      (void)!::write(log.fd, kMark.data(), kMark.size());
+      log.cut = true;
+    }
+  }
+
   void audit() {
     // Stragglers (resource trackers of killed workers) get a moment to finish.
     std::int64_t until = mono_ns() + 1'000'000'000LL;
@@ -1358,6 +1389,7 @@ class Supervisor {
         }
       }
     }
+    cap_logs(true);  // every writer is gone
   }
 
   const TrialPlan& plan_;
@@ -1369,6 +1401,20 @@ class Supervisor {
   std::string proc_error_;  // set if the trial's pid namespace has no /proc of its own
   std::map<pid_t, Worker> workers_;
   std::map<std::string, ino_t> shared_before_;         // name-root: the shared /dev/shm as the trial began
+  // Every worker's stdout.log and stderr.log, as the fd cap_logs() cuts it
+  // through (the harness's own, O_APPEND; closed with the supervisor).
+  struct WorkerLog {
+    explicit WorkerLog(int f) : fd(f) {}
+    WorkerLog(WorkerLog&& o) noexcept : fd(std::exchange(o.fd, -1)), cut(o.cut) {}
+    WorkerLog& operator=(WorkerLog&&) = delete;
+    ~WorkerLog() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd = -1;
+    bool cut = false;  // cap_logs() has cut it and written the mark
+  };
+  std::vector<WorkerLog> logs_;
+  std::int64_t next_log_check_ = 0;
   std::map<std::string, std::string> base_env_;
   std::vector<pid_t> helpers_;                         // fault helpers holding lock files or reused pids
   std::set<std::string> lock_subdirs_;                 // lock dirs made for misconfigured ranks
