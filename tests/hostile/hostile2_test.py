@@ -896,6 +896,246 @@ exec %s "$@"
     return problems
 
 
+# --- also: replay/shrink of a stored command; worker logs; merge; baseline --------------
+
+
+MARK = os.path.join(TMP, "stored-command-ran")
+
+
+def marking_subject():
+    """A subject that leaves MARK behind when it runs, then runs the native worker."""
+    return write(path("subjects", "marker"), """#!/bin/sh
+: > %s
+exec %s "$@"
+""" % (MARK, SHMSTRESS), 0o755)
+
+
+def kept_trial(name, *extra):
+    """The trial dir of a passing one-trial run of QUICK, kept."""
+    out = path("out", name)
+    r = quick_run(out, "--keep-passing", *extra)
+    if r.rc != 0:
+        raise RuntimeError("the setup run failed: %s" % r)
+    return os.path.join(out, "quick", "trial-0")
+
+
+def refused_stored_command(trial, command, argv_tail=()):
+    """replay and shrink of `trial` refuse (exit 2) to run `command`, name it,
+    and nothing ran it."""
+    problems = []
+    for verb, extra in [("replay", ["--times", "1"]), ("shrink", ["--invariant", "prefix.unique"])]:
+        if os.path.exists(MARK):
+            os.unlink(MARK)
+        r = run([verb, trial] + extra + list(argv_tail), timeout=30)
+        got = expect(r, 2, re.escape(command) + ".*--allow-stored-command")
+        problems += ["%s: %s" % (verb, p) for p in got]
+        if os.path.exists(MARK):
+            problems.append("%s ran the stored command %s" % (verb, command))
+    return problems
+
+
+@case("also/replay-and-shrink-refuse-the-exec-subject-a-trial-dir-names")
+def _():
+    subject = marking_subject()
+    trial = kept_trial("stored-exec", "--subject", "exec:" + subject)
+    return refused_stored_command(trial, "exec:" + subject)
+
+
+@case("also/replay-and-shrink-refuse-a-subject-written-into-schedule-json")
+def _():
+    subject = marking_subject()
+    trial = kept_trial("stored-tampered-schedule")
+    f = os.path.join(trial, "schedule.json")
+    j = json.loads(read(f))
+    j["subject"] = "exec:" + subject
+    write(f, json.dumps(j))
+    return refused_stored_command(trial, "exec:" + subject)
+
+
+@case("also/replay-and-shrink-refuse-a-subject-written-into-the-scenario-copy")
+def _():
+    subject = marking_subject()
+    trial = kept_trial("stored-tampered-scenario")
+    f = os.path.join(trial, "schedule.json")
+    j = json.loads(read(f))
+    del j["subject"]
+    write(f, json.dumps(j))
+    sc = os.path.join(trial, "scenario.toml")
+    write(sc, 'subject = "exec:%s"\n' % subject + read(sc))
+    return refused_stored_command(trial, "exec:" + subject)
+
+
+@case("also/replay-and-shrink-refuse-a-subject-defined-beside-the-trial-dir")
+def _():
+    # A bug report's tarball: a trial dir and, above it, subjects/<name> that
+    # the user's own ./subjects (the source tree here) does not have.
+    subject = marking_subject()
+    trial = kept_trial("stored-named")
+    write(os.path.join(TMP, "out", "subjects", "from-the-report", "subject.toml"),
+          'description = "x"\ncommand = "%s"\n' % subject)
+    f = os.path.join(trial, "schedule.json")
+    j = json.loads(read(f))
+    j["subject"] = "from-the-report"
+    write(f, json.dumps(j))
+    return refused_stored_command(trial, "from-the-report")
+
+
+@case("also/replay-runs-the-stored-command-the-user-names-or-allows")
+def _():
+    subject = marking_subject()
+    trial = kept_trial("stored-allowed", "--subject", "exec:" + subject)
+    problems = []
+    for how in (["--subject", "exec:" + subject], ["--allow-stored-command"]):
+        if os.path.exists(MARK):
+            os.unlink(MARK)
+        r = run(["replay", trial, "--times", "1"] + how, timeout=30)
+        expect(r, 1, None, problems)  # 1: the passing trial is not reproduced
+        if not os.path.exists(MARK):
+            problems.append("replay %s did not run the subject" % " ".join(how))
+        if "subject: exec:" + subject not in r.out:
+            problems.append("replay %s does not show the command it runs: %r" % (" ".join(how), r.out[-300:]))
+    return problems
+
+
+@case("also/a-worker-that-prints-without-end-has-its-logs-cut")
+def _():
+    subject = write(path("subjects", "chatty"), """#!/bin/sh
+head -c 3000000 /dev/zero | tr '\\0' o
+head -c 3000000 /dev/zero | tr '\\0' e >&2
+exec %s "$@"
+""" % SHMSTRESS, 0o755)
+    trial = kept_trial("chatty", "--subject", "exec:" + subject)
+    problems = []
+    for log in ("stdout.log", "stderr.log"):
+        f = os.path.join(trial, "job0-rank0", log)
+        size = os.path.getsize(f)
+        if size > (1 << 20) + 200:
+            problems.append("%s holds %d bytes (cap 1 MiB)" % (log, size))
+        with open(f, "rb") as fh:
+            fh.seek(max(0, size - 200))
+            tail = fh.read().decode(errors="replace")
+        if "[shmstress: log cut at" not in tail:
+            problems.append("%s has no truncation mark at its end: %r" % (log, tail[-120:]))
+    return problems
+
+
+@case("also/a-worker-that-swaps-its-log-for-a-symlink-gets-its-own-file-cut-not-the-target")
+def _():
+    victim = write(path("not-the-harness", "victim.log"), "v" * 3000000)
+    before = (node(victim), read(victim))
+    subject = write(path("subjects", "log-swapper"), """#!/bin/sh
+if [ "$SHMSTRESS_ROLE" = rank ]; then
+  head -c 3000000 /dev/zero | tr '\\0' o
+  mv stdout.log moved.log && ln -s %s stdout.log
+fi
+exec %s "$@"
+""" % (victim, SHMSTRESS), 0o755)
+    trial = kept_trial("log-swapper", "--subject", "exec:" + subject)
+    problems = []
+    if (node(victim), read(victim)) != before:
+        problems.append("the file stdout.log was swapped for a symlink to was changed")
+    moved = os.path.join(trial, "job0-rank0", "moved.log")
+    if not os.path.isfile(moved) or os.path.getsize(moved) > (1 << 20) + 200:
+        problems.append("the harness's own log (renamed moved.log) was not cut: %s" % node(moved)[0])
+    return problems
+
+
+def two_shards(name):
+    """Two passing shards of one nightly (2 trials of QUICK, --shard 0/2 and 1/2)."""
+    dirs = []
+    for i in range(2):
+        out = path("out", name, "shard%d" % i)
+        r = quick_run(out, "--trials", "2", "--shard", "%d/2" % i)
+        if r.rc != 0:
+            raise RuntimeError("the setup run of shard %d failed: %s" % (i, r))
+        dirs.append(out)
+    return dirs
+
+
+@case("also/merge-out-at-one-of-its-shards-is-refused")
+def _():
+    s0, s1 = two_shards("merge-into-shard")
+    problems = []
+    for out in (s0, s0 + "/.", s1):
+        f = os.path.join(out, "summary.json")
+        before, text = node(f), read(f)
+        r = run(["merge", s0, s1, "--out", out])
+        expect(r, 2, "is the run dir of shard", problems)
+        unchanged(f, before, problems)
+        if read(f) != text:
+            problems.append("merge --out %s changed that shard's summary.json" % out)
+        if os.path.exists(os.path.join(out, "report.html")) and "merged" in read(os.path.join(out, "report.html")):
+            problems.append("merge --out %s wrote a merged report.html into the shard" % out)
+    return problems
+
+
+def absurd_shard_case(name, edit, field):
+    @case("also/merge-refuses-" + name)
+    def _():
+        s0, s1 = two_shards("merge-" + name)
+        f = os.path.join(s1, "summary.json")
+        j = json.loads(read(f))
+        edit(j)
+        write(f, json.dumps(j))
+        r = run(["merge", s0, s1, "--out", path("out", "merged-" + name)], timeout=20)
+        return expect(r, 2, re.escape(f) + ": " + re.escape(field))
+
+
+def _set(j, keys, value):
+    for k in keys[:-1]:
+        j = j[k]
+    j[keys[-1]] = value
+
+
+absurd_shard_case("a-shard-count-of-2000000000", lambda j: _set(j, ["shard"], "1/2000000000"), "summary.shard")
+absurd_shard_case("totals-of-2^64-1", lambda j: _set(j, ["tally", "totals", "trials"], 2**64 - 1),
+                  "tally.totals.trials")
+absurd_shard_case("a-scenario-count-of-2^64-1",
+                  lambda j: _set(j, ["tally", "scenarios", "quick", "trials"], 2**64 - 1),
+                  "tally.scenarios.quick.trials")
+absurd_shard_case("a-trial-index-past-2^32", lambda j: j["violations"].append({
+    "scenario": "quick", "trial": 2**32 + 1, "seed": 1, "run_seed": 7, "trial_dir": "", "reproduce": "",
+    "invariant": "prefix.unique", "problems": ["forged"]}), "summary.violations[0].trial")
+
+
+@case("also/baseline-refuses-a-blank-reason-at-write")
+def _():
+    # A run with a bucket: a subject that leaves a lock file behind (cleanup.no-leak).
+    subject = write(path("subjects", "leaver"), """#!/bin/sh
+[ "$SHMSTRESS_ROLE" = rank ] && : > "$SHMSTRESS_LOCK_DIR/left-behind"
+exec %s "$@"
+""" % SHMSTRESS, 0o755)
+    out = path("out", "baseline-blank")
+    r = quick_run(out, "--subject", "exec:" + subject)
+    problems = expect(r, 1)
+    s = json.loads(read(os.path.join(out, "summary.json")))
+    if not s.get("buckets"):
+        return problems + ["the setup run has no bucket to baseline"]
+    for reason in [" ", "\t", " \n "]:
+        f = path("baselines", "blank.txt")
+        if os.path.exists(f):
+            os.unlink(f)
+        r = run(["baseline", out, "--reason", reason, "-o", f])
+        expect(r, 2, "--reason", problems)
+        if os.path.exists(f):
+            problems.append("baseline --reason %r wrote %s" % (reason, f))
+    # A summary.json whose known bucket carries a blank reason: refused, not written.
+    s["buckets"][0]["known_reason"] = " "
+    s["buckets"][0]["status"] = "known"
+    edited = write(path("baselines", "edited", "summary.json"), json.dumps(s))
+    f = path("baselines", "from-edited.txt")
+    r = run(["baseline", edited, "-o", f])
+    expect(r, 2, re.escape(edited) + r":\d+: buckets\[0\]\.known_reason must be a non-blank string", problems)
+    if os.path.exists(f):
+        problems.append("baseline of a blank known_reason wrote %s" % f)
+    # What it does write, `run --baseline` takes.
+    f = path("baselines", "ok.txt")
+    expect(run(["baseline", out, "--reason", "leaves a lock file", "-o", f]), 0, None, problems)
+    r = quick_run(path("out", "baseline-used"), "--subject", "exec:" + subject, "--baseline", f)
+    expect(r, 0, None, problems)
+    return problems
+
+
 # --- running it ------------------------------------------------------------------------
 
 
