@@ -25,6 +25,12 @@ struct BaselineArgs {
 
 int baseline(const BaselineArgs& a) {
   const harness::Day today = harness::today_utc();
+  // The file keeps a reason per line; a blank one would be written and then
+  // refused by every `run --baseline` ("no reason"): refused here instead.
+  if (!a.reason.empty() && a.reason.find_first_not_of(" \t\r\n\v\f") == std::string::npos) {
+    std::fprintf(stderr, "shmstress baseline: --reason is blank: say why these failures are known\n");
+    return 2;
+  }
   std::optional<harness::Day> expires;
   if (a.expires != "never") {
     expires = harness::parse_day(a.expires);
@@ -34,11 +40,20 @@ int baseline(const BaselineArgs& a) {
       return 2;
     }
   }
+  if (!a.out.empty()) {
+    if (auto e = harness::check_output(a.out, harness::OutputOrigin::kUser)) {
+      std::fprintf(stderr, "shmstress baseline: -o %s\n", e->message.c_str());
+      return e->exit_code;
+    }
+  }
   // What the output file already says: kept, with its reasons.
   std::vector<harness::KnownFailure> entries;
   std::vector<std::string> notes;
   std::map<std::string, std::size_t> at;
-  if (!a.out.empty() && fs::exists(a.out)) {
+  // Only a regular file holds entries; /dev/stdout, a FIFO or /dev/null is
+  // only written to (harness::write_output decides what may be).
+  std::error_code reg_ec;
+  if (!a.out.empty() && fs::is_regular_file(a.out, reg_ec)) {
     auto old = harness::load_baseline(a.out, harness::Day{0});  // expired entries are kept too
     if (!old) {
       std::fprintf(stderr, "shmstress baseline: %s\n", old.error().to_string().c_str());
@@ -96,17 +111,23 @@ int baseline(const BaselineArgs& a) {
     notes.swap(kept_notes);
   }
   const std::string text = harness::baseline_text(entries, notes);
+  // What is written is what `run --baseline` reads: a file it would refuse
+  // (a reason a run's summary.json carried that is blank) is not written.
+  if (auto back = harness::parse_baseline(text, a.out.empty() ? "<stdout>" : a.out, harness::Day{0}); !back) {
+    std::fprintf(stderr, "shmstress baseline: not written, `run --baseline` would refuse it: %s\n",
+                 harness::printable_text(back.error().to_string()).c_str());
+    return 2;
+  }
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {
-    std::string err;
     if (fs::path(a.out).has_parent_path()) {
       std::error_code ec;
       fs::create_directories(fs::path(a.out).parent_path(), ec);
     }
-    if (!reports::write_file_atomic(a.out, text, &err)) {
-      std::fprintf(stderr, "shmstress baseline: cannot write %s: %s\n", a.out.c_str(), err.c_str());
-      return 3;
+    if (auto e = harness::write_output(a.out, text, harness::OutputOrigin::kUser)) {
+      std::fprintf(stderr, "shmstress baseline: cannot write %s\n", e->message.c_str());
+      return e->exit_code;
     }
   }
   std::fprintf(stderr, "baseline: %zu entries (%zu new%s)%s%s\n", entries.size(), added,

@@ -1,58 +1,37 @@
-// shmstress clean: removes what a killed run left behind: name-root segments
-// of dead harnesses, and libfiu FIFOs of dead pids.
-#include <dirent.h>
-#include <signal.h>
-#include <sys/mman.h>
-
-#include <cerrno>
+// shmstress clean: removes what a run killed by SIGKILL left in the machine's
+// shared /dev/shm: the names of runs whose lease is no longer held
+// (harness/run_lease.h decides, in one place), and nothing else. A live run in
+// another pid namespace keeps its names; so does anything that is not
+// provably a dead run's (a stranger's, an older shmstress's without a lease).
+// libfiu's /tmp/fiu-ctrl-* FIFOs are not the harness's (it turns libfiu's
+// remote control off) and are left alone.
 #include <cstdio>
-#include <cstdlib>
 
 #include "cli/cli.h"
+#include "harness/run_lease.h"
 
 namespace cli {
 namespace {
 
 int clean() {
-  int removed = 0;
-  auto dead = [](const std::string& digits) {
-    int pid = std::atoi(digits.c_str());
-    return pid > 0 && ::kill(pid, 0) < 0 && errno == ESRCH;
-  };
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (auto* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n.rfind("shmstress.", 0) == 0 && dead(n.substr(10))) {
-        if (::shm_unlink(("/" + n).c_str()) == 0) {
-          std::printf("removed /dev/shm/%s\n", n.c_str());
-          ++removed;
-        }
-      }
-    }
-    ::closedir(d);
-  }
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/tmp", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    const fs::directory_entry& e = *it;
-    std::string n = e.path().filename();
-    if (n.rfind("fiu-ctrl-", 0) == 0) {
-      auto dash = n.rfind('-');
-      std::error_code rm_ec;
-      if (dead(n.substr(dash + 1)) && fs::remove(e.path(), rm_ec)) {
-        std::printf("removed %s\n", e.path().c_str());
-        ++removed;
-      }
+  int removed = 0, kept = 0;
+  for (const auto& d : harness::clean_dead_runs()) {
+    if (d.remove) {
+      std::printf("removed /dev/shm/%s (%s)\n", harness::printable_text(d.name).c_str(), d.why.c_str());
+      ++removed;
+    } else {
+      std::printf("kept /dev/shm/%s: %s\n", harness::printable_text(d.name).c_str(), d.why.c_str());
+      ++kept;
     }
   }
-  std::printf("%d leftovers removed\n", removed);
+  std::printf("%d leftovers removed, %d kept\n", removed, kept);
   return 0;
 }
 
 }  // namespace
 
 Subcommand add_clean(CLI::App& app) {
-  auto* cmd = app.add_subcommand("clean", "remove what a killed run left behind");
+  auto* cmd = app.add_subcommand("clean", "remove what a killed run left behind in /dev/shm");
   return {cmd, [](const char*) { return clean(); }};
 }
 

@@ -14,8 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "harness/files.h"
 #include "harness/results.h"
 #include "harness/run.h"
 #include "harness/scenario.h"
@@ -73,7 +75,7 @@ std::map<std::string, std::string> reproduce_commands(const harness::StoredSumma
 // with *err if that summary.json cannot be decoded.
 struct TrialRunFlags {
   std::optional<std::string> worker_bin;  // --worker-bin
-  std::optional<std::string> subject;     // schedule.json's "subject", else --subject
+  std::optional<std::string> subject;     // schedule.json's "subject", else --subject, else scenario.toml's
   bool no_mount_ns = false;               // --no-mount-ns
   bool allow_shared_shm = false;          // --allow-shared-shm
 };
@@ -87,6 +89,18 @@ bool use_subject(const std::string& spec, const std::vector<std::string>& search
 std::string shell_word(const std::string& s);
 std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err);
 
+// A stored trial dir may come from a bug report: what it says to run is code,
+// and `replay`/`shrink` run it as root. Without --allow-stored-command, only
+// what the user's own installation provides runs: the native subject, this
+// binary as the worker, a named subject found in ./subjects (not next to the
+// trial dir); a stored exec: command, another --worker-bin, or a named
+// subject that is not the user's is refused. nullopt if `stored` may run;
+// else the refusal (exit 2), naming the command and where it came from.
+// `user_subject`/`user_worker_bin`: the user gave --subject / --worker-bin
+// (then the stored one is not used).
+std::optional<std::string> refuse_stored_command(const TrialRunFlags& stored, bool user_subject,
+                                                 bool user_worker_bin, bool allowed);
+
 // A strictly decimal integer flag in [lo, hi]: "-1", "1e3", "0x10", " 5" and
 // "5.0" are refused with the range, before CLI11 converts anything.
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
@@ -99,11 +113,43 @@ CLI::Validator seed_value();
 // or written: the environment).
 int prepare_out_dir(const std::string& path, std::string* why);
 
+// A run dir held by a live command: an exclusive flock on <dir>/.shmstress.lock
+// (never truncated, never a symlink followed), released when the holder exits
+// however it exits, and inherited by its trial supervisors. A second `run`
+// (or a `merge --out`) on a dir a live run holds is refused with exit 2.
+class RunDirLock {
+ public:
+  // nullopt with *why and *rc (2: held by a live run or not a file of ours; 3:
+  // cannot be created) if the dir cannot be locked.
+  static std::optional<RunDirLock> take(const std::string& dir, std::string* why, int* rc);
+  RunDirLock(RunDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  RunDirLock& operator=(RunDirLock&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~RunDirLock();
+
+ private:
+  explicit RunDirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 // Writes timeline.{json,html} into one kept trial dir; false (after a warning
 // on stderr) if it cannot: its supervisor died before the history existed.
 bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s);
-// --junit / --metrics-file of `run` and `report`; false after printing an error.
-bool write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
-                      const std::string& metrics);
+// Every report goes through harness::write_output (harness/files.h). True if
+// `e` says it was written; else prints why (naming `what`) and, if *failed is
+// still 0, sets it to the exit code the failure means (2 or 3): the first
+// failure decides, and every other report is still written.
+bool report_written(const std::optional<harness::OutputError>& e, const char* what, int* failed);
+// --junit / --metrics-file and the like, before anything runs: what
+// write_output would refuse whatever the moment (exit 2), e.g. a directory, a
+// block device, a socket.
+std::optional<harness::OutputError> check_user_outputs(const std::vector<std::string>& paths);
+// --junit / --metrics-file of `run`, `report` and `merge` (named by the user:
+// OutputOrigin::kUser): both are attempted; 0 if both were written, else the
+// exit code of the first that was not (2 or 3).
+int write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
+                     const std::string& metrics);
 
 }  // namespace cli

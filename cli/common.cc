@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -10,9 +11,12 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <toml++/toml.h>
 
 #include "cli/cli.h"
 #include "harness/run.h"
+#include "harness/files.h"
+#include "harness/scenario.h"
 #include "harness/subjects.h"
 #include "reports/reports.h"
 
@@ -70,7 +74,8 @@ std::vector<fs::path> find_trial_dirs(const std::string& dir, bool with_replays)
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
     if (!it->is_directory(type_ec)) continue;
-    if (!with_replays && it->path().filename() == "replays") {
+    // A trial's replays (<trial>/replays/), not a scenario named "replays".
+    if (!with_replays && it->path().filename() == "replays" && is_trial_dir(it->path().parent_path())) {
       it.disable_recursion_pending();
       continue;
     }
@@ -124,7 +129,47 @@ std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::str
       sched && sched->subject && !sched->subject->empty()) {
     f.subject = *sched->subject;
   }
+  // Neither names one (a schedule.json edited to drop it): the scenario copy's
+  // own `subject` is what the trial would run, so it is the stored command
+  // refuse_stored_command() judges, and what a replay runs (resolved from
+  // here, never from subjects/ beside the trial dir).
+  if (!f.subject) {
+    if (auto text = harness::read_regular_file((trial_dir / "scenario.toml").string(), harness::kMaxUserFileBytes,
+                                               nullptr)) {
+      try {
+        const toml::table t = toml::parse(*text);
+        if (auto s = t["subject"].value<std::string>(); s && !s->empty()) f.subject = *s;
+      } catch (const std::exception&) {
+        // Refused with its file:line by whoever loads the scenario.
+      }
+    }
+  }
   return f;
+}
+
+std::optional<std::string> refuse_stored_command(const TrialRunFlags& stored, bool user_subject,
+                                                 bool user_worker_bin, bool allowed) {
+  if (allowed) return std::nullopt;
+  const std::string how =
+      ": replaying runs that command, as this user. Read it; then pass --allow-stored-command to run it, or "
+      "choose what runs with --subject / --worker-bin";
+  if (!user_worker_bin && stored.worker_bin && canonical_or(*stored.worker_bin) != canonical_or(self_exe())) {
+    return "the trial ran --worker-bin " + harness::printable_text(*stored.worker_bin) +
+           " (from its run's summary.json)" + how;
+  }
+  if (!user_subject && stored.subject && !stored.subject->empty() && *stored.subject != "native") {
+    if (stored.subject->rfind("exec:", 0) == 0) {
+      return "the trial ran --subject " + harness::printable_text(*stored.subject) +
+             " (from its schedule.json or its run's summary.json)" + how;
+    }
+    // A named subject: the user's own only if ./subjects has it.
+    std::string why;
+    if (!harness::resolve_subject(*stored.subject, {}, &why)) {
+      return "the trial ran subject '" + harness::printable_text(*stored.subject) +
+             "', which ./subjects does not have: " + harness::printable_text(why) + how;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string shell_word(const std::string& s) {
@@ -192,6 +237,33 @@ int prepare_out_dir(const std::string& path, std::string* why) {
   return 0;
 }
 
+std::optional<RunDirLock> RunDirLock::take(const std::string& dir, std::string* why, int* rc) {
+  const std::string file = dir + "/.shmstress.lock";
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+  struct stat st{};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int e = errno;
+    *rc = fd >= 0 || e == ELOOP ? 2 : 3;
+    *why = fd >= 0 || e == ELOOP ? file + " is not a lock file shmstress made"
+                                 : "cannot create " + file + ": " + std::strerror(e);
+    if (fd >= 0) ::close(fd);
+    return std::nullopt;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    *rc = e == EWOULDBLOCK ? 2 : 3;
+    *why = e == EWOULDBLOCK ? "is in use by a live run (it holds " + file + "); give another --out"
+                            : "cannot lock " + file + ": " + std::strerror(e);
+    return std::nullopt;
+  }
+  return RunDirLock(fd);
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
   const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
   return CLI::Validator(
@@ -234,29 +306,37 @@ bool write_timeline(const harness::TrialResult& t, const harness::Scenario& s) {
   return true;
 }
 
-bool write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
-                      const std::string& metrics) {
-  std::error_code ec;
-  std::string err;
-  if (!junit.empty()) {
-    if (fs::path(junit).has_parent_path())
-      fs::create_directories(fs::path(junit).parent_path(), ec);
-    if (!reports::write_file_atomic(junit, reports::junit_xml(r), &err)) {
-      std::fprintf(stderr, "shmstress: cannot write JUnit XML: %s\n", err.c_str());
-      return false;
-    }
+bool report_written(const std::optional<harness::OutputError>& e, const char* what, int* failed) {
+  if (!e) return true;
+  std::fprintf(stderr, "shmstress: cannot write %s: %s\n", what, e->message.c_str());
+  if (*failed == 0) *failed = e->exit_code;
+  return false;
+}
+
+std::optional<harness::OutputError> check_user_outputs(const std::vector<std::string>& paths) {
+  for (const auto& p : paths) {
+    if (p.empty()) continue;
+    if (auto e = harness::check_output(p, harness::OutputOrigin::kUser)) return e;
+  }
+  return std::nullopt;
+}
+
+int write_ci_reports(const harness::RunResult& r, int rc, const std::string& junit,
+                     const std::string& metrics) {
+  int failed = 0;
+  for (const auto& f : {junit, metrics}) {
+    std::error_code ec;
+    if (!f.empty() && fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path(), ec);
+  }
+  if (!junit.empty() &&
+      report_written(harness::write_output(junit, reports::junit_xml(r), harness::OutputOrigin::kUser),
+                     "JUnit XML", &failed)) {
     std::printf("junit: %s\n", junit.c_str());
   }
-  if (!metrics.empty()) {
-    if (fs::path(metrics).has_parent_path())
-      fs::create_directories(fs::path(metrics).parent_path(), ec);
-    if (!reports::write_metrics(r, metrics, rc, &err)) {
-      std::fprintf(stderr, "shmstress: cannot write metrics: %s\n", err.c_str());
-      return false;
-    }
+  if (!metrics.empty() && report_written(reports::write_metrics(r, metrics, rc), "metrics", &failed)) {
     std::printf("metrics: %s\n", metrics.c_str());
   }
-  return true;
+  return failed;
 }
 
 }  // namespace cli

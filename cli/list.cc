@@ -60,10 +60,11 @@ int coverage(const std::vector<std::string>& runs) {
       std::fprintf(stderr, "shmstress list: %s\n", harness::printable_text(err.to_string()).c_str());
       return 2;
     }
-    auto r = reports::read_summary(*j);
+    std::string why;
+    auto r = reports::read_summary(*j, &why);
     if (!r) {
       std::fprintf(stderr, "shmstress list: %s: %s\n", harness::printable_text(file.string()).c_str(),
-                   harness::printable_text(r.error()).c_str());
+                   harness::printable_text(why).c_str());
       return 2;
     }
     for (const auto& [state, n] : r->tally.reached()) reached[state] += n;

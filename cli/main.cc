@@ -1,6 +1,7 @@
 // shmstress: the command line (cli.h); `shmstress worker` is the native
 // worker's entry, started by trial supervisors, not by users.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@ int run_cli(int argc, char** argv) {
       cli::add_report(app), cli::add_shrink(app), cli::add_subject_check(app), cli::add_replay(app),
       cli::add_baseline(app), cli::add_merge(app),
   };
+  // A reader that went away (`shmstress report | head`) is EPIPE on the
+  // write, not a death by SIGPIPE that loses what is left to write. (`run`,
+  // `replay` and `shrink` also turn SIGPIPE into an interruption: run.h.)
+  struct sigaction quiet{};
+  quiet.sa_handler = [](int) {};
+  quiet.sa_flags = SA_RESTART;
+  sigaction(SIGPIPE, &quiet, nullptr);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

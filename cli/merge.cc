@@ -54,7 +54,7 @@ std::string baseline_identity(const harness::Baseline* b) {
 
 int merge(const MergeArgs& a) {
   auto bad = [](const std::string& msg) {
-    std::fprintf(stderr, "shmstress merge: %s\n", msg.c_str());
+    std::fprintf(stderr, "shmstress merge: %s\n", harness::printable_text(msg).c_str());
     return 2;
   };
   std::vector<Shard> shards;
@@ -65,8 +65,9 @@ int merge(const MergeArgs& a) {
     harness::StoredError err;
     auto j = harness::load_json_object(file.string(), &err);
     if (!j) return bad(err.to_string());
-    auto r = reports::read_summary(*j);
-    if (!r) return bad(file.string() + ": " + r.error());
+    std::string why;
+    auto r = reports::read_summary(*j, &why);
+    if (!r) return bad(file.string() + ": " + why);
     // Trial dirs and example dirs as they are here.
     const std::string rec = r->out_dir;
     for (auto& t : r->listed) t.dir = moved(t.dir, rec, root);
@@ -149,24 +150,36 @@ int merge(const MergeArgs& a) {
     m.tally.reclassify(std::make_shared<const harness::Baseline>(std::move(*b)));
   }
   m.out_dir = a.out.empty() ? fs::absolute("merged").string() : fs::absolute(a.out).string();
+  // The merged summary.json must not take a shard's place.
+  for (const auto& s : shards) {
+    if (canonical_or(m.out_dir) == canonical_or(s.r.out_dir))
+      return bad("--out " + m.out_dir + " is the run dir of shard " + s.dir.string() +
+                 ": the merged summary.json would replace the shard's (give another --out)");
+  }
+  if (auto e = check_user_outputs({a.junit, a.metrics})) return bad(e->message);
   std::error_code ec;
   fs::create_directories(m.out_dir, ec);
   m.out_dir = canonical_or(m.out_dir);
+  std::string why;
+  int lock_rc = 0;
+  const auto out_lock = RunDirLock::take(m.out_dir, &why, &lock_rc);
+  if (!out_lock) {
+    std::fprintf(stderr, "shmstress merge: --out %s: %s\n", m.out_dir.c_str(), why.c_str());
+    return lock_rc;
+  }
 
   reports::console_summary(stdout, m, stdout_color());
   const int rc = m.tally.trials() == 0 ? 3 : m.exit_code();
   const std::string summary = m.out_dir + "/summary.json";
-  if (!reports::write_summary(m, summary)) {
-    std::fprintf(stderr, "shmstress merge: cannot write %s\n", summary.c_str());
-    return 3;
-  }
-  std::printf("merged %zu shards: %llu trials, seed %llu\nsummary: %s\n", shards.size(),
-              static_cast<unsigned long long>(m.tally.trials()), static_cast<unsigned long long>(m.seed),
-              summary.c_str());
-  if (reports::write_report_html(m, m.out_dir + "/report.html"))
+  int failed = 0;
+  std::printf("merged %zu shards: %llu trials, seed %llu\n", shards.size(),
+              static_cast<unsigned long long>(m.tally.trials()), static_cast<unsigned long long>(m.seed));
+  if (report_written(reports::write_summary(m, summary), "summary.json", &failed))
+    std::printf("summary: %s\n", summary.c_str());
+  if (report_written(reports::write_report_html(m, m.out_dir + "/report.html"), "report.html", &failed))
     std::printf("report: %s/report.html\n", m.out_dir.c_str());
-  if (!write_ci_reports(m, rc, a.junit, a.metrics)) return 3;
-  return rc;
+  if (int ci = write_ci_reports(m, rc, a.junit, a.metrics); failed == 0) failed = ci;
+  return failed != 0 ? failed : rc;
 }
 
 }  // namespace

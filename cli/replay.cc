@@ -22,6 +22,7 @@ struct ReplayArgs {
   std::string subject;  // empty: the trial's own
   bool no_mount_ns = false;
   bool keep = false;
+  bool allow_stored_command = false;
 };
 
 std::string fmt_list(const std::vector<std::string>& v) {
@@ -77,6 +78,10 @@ int replay(const ReplayArgs& a, const char* argv0) {
     return 2;
   }
   const TrialRunFlags& original = *flags;
+  if (auto why = refuse_stored_command(original, !a.subject.empty(), !a.worker_bin.empty(), a.allow_stored_command)) {
+    std::fprintf(stderr, "shmstress replay: %s\n", why->c_str());
+    return 2;
+  }
   if (worker_bin.empty() && original.worker_bin) {
     if (!fs::exists(*original.worker_bin)) {
       std::fprintf(stderr,
@@ -86,20 +91,25 @@ int replay(const ReplayArgs& a, const char* argv0) {
       return 2;
     }
     worker_bin = *original.worker_bin;
-    std::printf("worker: %s (from the run's reproduce command)\n", worker_bin.c_str());
+    std::printf("worker: %s (from the run's reproduce command)\n", harness::printable_text(worker_bin).c_str());
   }
   no_mount_ns |= original.no_mount_ns;
   // The subject the trial ran (an external one given with --subject is not in
   // the scenario copy): without it a replay would test another subject.
   const std::string subject = !a.subject.empty() ? a.subject : original.subject.value_or("");
+  // A named subject the trial dir's own ancestry defines (a subjects/ dir in
+  // a bug report's tarball) is searched only when the user said so.
+  const std::vector<std::string> search_from =
+      !a.subject.empty() || a.allow_stored_command ? std::vector<std::string>{s.file, dir.string()}
+                                                   : std::vector<std::string>{};
   if (!subject.empty()) {
     harness::RunOptions probe;
     std::string why;
-    if (!use_subject(subject, {s.file, dir.string()}, &probe, &why)) {
-      std::fprintf(stderr, "shmstress replay: subject: %s\n", why.c_str());
+    if (!use_subject(subject, search_from, &probe, &why)) {
+      std::fprintf(stderr, "shmstress replay: subject: %s\n", harness::printable_text(why).c_str());
       return 2;
     }
-    std::printf("subject: %s%s\n", subject.c_str(), a.subject.empty() ? " (the trial's)" : "");
+    std::printf("subject: %s%s\n", harness::printable_text(subject).c_str(), a.subject.empty() ? " (the trial's)" : "");
   }
 
   std::printf("replay %s trial %d (run seed %llu), %d times; originally failed: %s\n",
@@ -123,7 +133,7 @@ int replay(const ReplayArgs& a, const char* argv0) {
     if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + shell_word(worker_bin);
     if (no_mount_ns) o.reproduce_flags += " --no-mount-ns";
     std::string why;
-    if (!subject.empty()) (void)use_subject(subject, {s.file, dir.string()}, &o, &why);
+    if (!subject.empty()) (void)use_subject(subject, search_from, &o, &why);
     o.allow_shared_shm = original.allow_shared_shm;
     if (o.allow_shared_shm) o.reproduce_flags += " --allow-shared-shm";
     o.subscribers.push_back(reports::progress_line(stderr, tty, tty && !std::getenv("NO_COLOR")));
@@ -165,6 +175,9 @@ Subcommand add_replay(CLI::App& app) {
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
   cmd->add_flag("--keep", a->keep, "keep the replays' trial dirs under <dir>/replays/");
+  cmd->add_flag("--allow-stored-command", a->allow_stored_command,
+                "run the exec: subject or --worker-bin the trial dir names (a trial dir from elsewhere is code; "
+                "without this flag only the native subject, this binary and ./subjects run)");
   return {cmd, [a](const char* argv0) { return replay(*a, argv0); }};
 }
 

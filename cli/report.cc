@@ -19,6 +19,10 @@ struct ReportArgs {
 };
 
 int report(const ReportArgs& a) {
+  if (auto e = check_user_outputs({a.junit, a.metrics})) {
+    std::fprintf(stderr, "shmstress report: %s\n", e->message.c_str());
+    return e->exit_code;
+  }
   auto trials = find_trial_dirs(a.dir);
   if (trials.empty()) {
     std::fprintf(stderr,
@@ -64,10 +68,11 @@ int report(const ReportArgs& a) {
   reports::console_summary(stdout, r, stdout_color());
   std::printf("timelines: %d written (timeline.json, timeline.html in each trial dir)\n",
               timelines);
-  if (reports::write_report_html(r, r.out_dir + "/report.html"))
+  int failed = 0;
+  if (report_written(reports::write_report_html(r, r.out_dir + "/report.html"), "report.html", &failed))
     std::printf("report: %s/report.html\n", r.out_dir.c_str());
-  if (!write_ci_reports(r, r.exit_code(), a.junit, a.metrics)) return 3;
-  return r.exit_code();
+  if (int ci = write_ci_reports(r, r.exit_code(), a.junit, a.metrics); failed == 0) failed = ci;
+  return failed != 0 ? failed : r.exit_code();
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ struct RunArgs {
 };
 
 int run(RunArgs a, bool subject_given, const char* argv0) {
+  harness::install_stop_signals(true);  // from here on a signal interrupts the run, never the reports
   harness::RunOptions& ro = a.ro;
   if (!a.duration.empty()) {
     harness::MsRange d;
@@ -112,17 +113,36 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
     std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
     return 2;
   }
+  // An explicit --out is this run's alone while it runs (a second run on it
+  // is refused, exit 2); the default runs/<run-id> is new.
+  std::optional<RunDirLock> out_lock;
   if (!ro.out_dir.empty()) {
     std::string why;
     if (int rc = prepare_out_dir(ro.out_dir, &why); rc != 0) {
       std::fprintf(stderr, "shmstress run: --out %s: %s\n", ro.out_dir.c_str(), why.c_str());
       return rc;
     }
+    int rc = 0;
+    out_lock = RunDirLock::take(ro.out_dir, &why, &rc);
+    if (!out_lock) {
+      std::fprintf(stderr, "shmstress run: --out %s: %s\n", ro.out_dir.c_str(), why.c_str());
+      return rc;
+    }
+    for (const char* own : {"summary.json", "report.html"}) {
+      if (auto e = harness::check_output(ro.out_dir + "/" + own, harness::OutputOrigin::kDerived)) {
+        std::fprintf(stderr, "shmstress run: --out %s\n", e->message.c_str());
+        return e->exit_code;
+      }
+    }
+  }
+  if (auto e = check_user_outputs({a.junit_file, a.metrics_file})) {
+    std::fprintf(stderr, "shmstress run: %s\n", e->message.c_str());
+    return e->exit_code;
   }
   for (const auto& f :
        {a.junit_file, a.metrics_file}) {  // before the run: a soak may write them live
     std::error_code ec;
-    if (fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path(), ec);
+    if (!f.empty() && fs::path(f).has_parent_path()) fs::create_directories(fs::path(f).parent_path(), ec);
   }
   // Live metrics: validate, bind /metrics (it then follows every trial).
   std::shared_ptr<reports::LiveReporting> live;
@@ -150,15 +170,15 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
     return 3;
   }
 
-  // Reports of the finished run.
+  // Reports of the finished run: every one is attempted, whatever happened
+  // to the others (an --out that filled up must not cost the JUnit file given
+  // elsewhere); the first that could not be written decides the exit code.
+  int failed = 0;
   reports::console_summary(stdout, r, stdout_color());
   std::string summary = r.out_dir + "/summary.json";
-  if (!reports::write_summary(r, summary)) {
-    std::fprintf(stderr, "shmstress: cannot write %s\n", summary.c_str());
-    return 3;
+  if (report_written(reports::write_summary(r, summary), "summary.json", &failed)) {
+    std::printf("summary: %s (seed %llu)\n", summary.c_str(), static_cast<unsigned long long>(r.seed));
   }
-  std::printf("summary: %s (seed %llu)\n", summary.c_str(),
-              static_cast<unsigned long long>(r.seed));
   const int rc = r.tally.trials() == 0 && !r.interrupted ? 3 : r.exit_code();
   // Timelines of the kept failing trials: the listed ones with a dir.
   int timelines = 0;
@@ -171,7 +191,7 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
       }
     }
   }
-  if (reports::write_report_html(r, r.out_dir + "/report.html"))
+  if (report_written(reports::write_report_html(r, r.out_dir + "/report.html"), "report.html", &failed))
     std::printf("report: %s/report.html\n", r.out_dir.c_str());
   for (const auto& t : r.listed) {
     if (timelines > 0 && t.kept && t.verdict != harness::Verdict::kValid) {
@@ -180,9 +200,9 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
     }
   }
   // The final metrics and CI files; then the push (a failed push only warns).
-  const bool written = write_ci_reports(r, rc, a.junit_file, a.metrics_file);
-  if (live) return live->finish(r, written ? rc : 3);
-  return written ? rc : 3;
+  if (int ci = write_ci_reports(r, rc, a.junit_file, a.metrics_file); failed == 0) failed = ci;
+  if (live) return live->finish(r, failed != 0 ? failed : rc);
+  return failed != 0 ? failed : rc;
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>&
   if (ec || !fs::exists(run / "summary.json")) return;
   auto j = harness::load_json_object((run / "summary.json").string(), nullptr);
   if (!j) return;  // not readable: nothing to note
-  auto r = reports::read_summary(*j);
+  std::string why;
+  auto r = reports::read_summary(*j, &why);
   if (!r) return;  // an older summary.json: nothing to note
   bool changed = false;
   for (const auto& f : fps) {
@@ -36,8 +37,8 @@ void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>&
     }
   }
   if (!changed) return;
-  if (reports::write_summary(*r, (run / "summary.json").string()) &&
-      reports::write_report_html(*r, (run / "report.html").string())) {
+  if (!reports::write_summary(*r, (run / "summary.json").string()) &&
+      !reports::write_report_html(*r, (run / "report.html").string())) {
     std::printf("noted in %s/summary.json and report.html\n", run.c_str());
   }
 }
@@ -46,6 +47,7 @@ struct ShrinkArgs {
   std::string dir, worker_bin, save;
   std::string subject;  // empty: the trial's own
   bool no_mount_ns = false;
+  bool allow_stored_command = false;
   harness::ShrinkOptions so;
 };
 
@@ -58,6 +60,10 @@ int shrink(ShrinkArgs a, const char* argv0) {
     return 2;
   }
   const TrialRunFlags& original = *flags;
+  if (auto why = refuse_stored_command(original, !a.subject.empty(), !a.worker_bin.empty(), a.allow_stored_command)) {
+    std::fprintf(stderr, "shmstress shrink: %s\n", why->c_str());
+    return 2;
+  }
   if (a.worker_bin.empty() && original.worker_bin) a.worker_bin = *original.worker_bin;
   a.no_mount_ns |= original.no_mount_ns;
   harness::ShrinkOptions& so = a.so;
@@ -72,7 +78,9 @@ int shrink(ShrinkArgs a, const char* argv0) {
   const std::string subject = !a.subject.empty() ? a.subject : original.subject.value_or("");
   if (!subject.empty()) {
     std::string why;
-    if (!use_subject(subject, {dir.string()}, &so.run, &why)) {
+    const std::vector<std::string> search_from =
+        !a.subject.empty() || a.allow_stored_command ? std::vector<std::string>{dir.string()} : std::vector<std::string>{};
+    if (!use_subject(subject, search_from, &so.run, &why)) {
       std::fprintf(stderr, "shmstress shrink: subject: %s\n", why.c_str());
       return 2;
     }
@@ -130,6 +138,8 @@ Subcommand add_shrink(CLI::App& app) {
                   "subject every candidate runs (default: the one the trial ran)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
+  cmd->add_flag("--allow-stored-command", a->allow_stored_command,
+                "run the exec: subject or --worker-bin the trial dir names (see `replay --help`)");
   cmd->add_option("--save", a->save,
                   "also write the minimal scenario into this dir as a regression scenario for the "
                   "catalog (named and described by its fingerprint)");

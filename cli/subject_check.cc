@@ -22,7 +22,14 @@ int subject_check(const std::string& cmd) {
     return 2;
   }
   bool all = true;
-  for (const auto& l : harness::subject_check(argv, self_exe())) {
+  std::string failure;
+  const auto lines =
+      harness::subject_check(harness::absolute_command(argv, {fs::current_path().string()}), self_exe(), &failure);
+  if (!failure.empty()) {
+    std::fprintf(stderr, "shmstress subject-check: %s\n", failure.c_str());
+    return 3;
+  }
+  for (const auto& l : lines) {
     std::printf("%s  %s: %s\n", l.ok ? "PASS" : "FAIL", l.what.c_str(), l.detail.c_str());
     all &= l.ok;
   }

@@ -31,13 +31,6 @@
 
 namespace harness {
 
-struct BaselineError {
-  std::string file;
-  int line = 0;  // 0: the file as a whole
-  std::string message;
-  std::string to_string() const;  // "file:line: message"
-};
-
 // Parses baseline text (either format) as of `today`: entries whose expiry is
 // before today go to Baseline::expired. `file` names it in errors.
 std::expected<Baseline, BaselineError> parse_baseline(std::string_view text,

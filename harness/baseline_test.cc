@@ -100,6 +100,20 @@ TEST(Baseline, BadSummaryJsonNamesTheLine) {
   EXPECT_TRUE(b.error().to_string().starts_with("s.json:1: a JSON baseline must be a run's summary.json"));
 }
 
+// A known bucket's reason is written into a line that must have one: blank
+// is refused in a summary.json as it is in a baseline file.
+TEST(Baseline, ABlankKnownReasonIsRefusedAsABlankLineReasonIs) {
+  const std::string fp = "cleanup.safety/basic/3f2a9c1b07de";
+  auto b = parse_baseline("{\n  \"buckets\": [\n    {\"fingerprint\": \"" + fp +
+                              "\",\n     \"known_reason\": \" \\t\"}\n  ]\n}\n",
+                          "s.json", kToday);
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().to_string(), "s.json:4: buckets[0].known_reason must be a non-blank string");
+  b = parse_baseline(fp + "  never   \t \n", "known.txt", kToday);
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().to_string(), "known.txt:1: no reason for " + fp + ": say why it is known");
+}
+
 TEST(Baseline, WhatItWritesParsesBack) {
   std::vector<KnownFailure> entries = {
       {"cleanup.safety/basic/3f2a9c1b07de", "two\nlines", parse_day("2026-07-01"), 0},

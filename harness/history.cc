@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -553,6 +554,16 @@ struct Builder {
     points[WorkerKey{job, rank, pid}] = Point{*name, t};
   }
 
+  // fds events, applied to the audit once their writers are known to be the
+  // harness's workers (build_history).
+  struct FdsReport {
+    WorkerKey who;
+    int count = 0;
+  };
+  std::vector<FdsReport> fds_reports;
+  // Ops whose completion was not believed (outside the trial's window).
+  std::set<OpKey> discarded;
+
   void fds(std::size_t index, std::int64_t t, const Json& ev) {
     int job, rank, pid;
     if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
@@ -561,12 +572,7 @@ struct Builder {
       error(index, t, "fds needs a non-negative integer count", ev);
       return;
     }
-    if (*count > h.audit.max_fds) {
-      h.audit.max_fds = *count;
-      h.audit.max_fds_job = job;
-      h.audit.max_fds_rank = rank;
-      h.audit.max_fds_pid = pid;
-    }
+    fds_reports.push_back({WorkerKey{job, rank, pid}, *count});
   }
 
   void fault(std::size_t index, std::int64_t t, const Json& ev) {
@@ -692,6 +698,7 @@ struct Builder {
       h.audit.stragglers_exited = exited;
     }
     if (auto when = get_i64(ev, "settled_t")) h.audit.settled_t = *when;
+    strings(index, t, ev, "shared_shm_new", &h.audit.shared_shm_new);
     auto orphans = ev.find("orphans");
     if (orphans == ev.end() || orphans->is_null()) return;
     if (!orphans->is_array()) {
@@ -898,6 +905,26 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
   std::stable_sort(order.begin(), order.end(),
                    [](const Entry& a, const Entry& x) { return a.t < x.t; });
 
+  // The trial's own window, as the supervisor logged it: its first start (the
+  // first line it writes, before any worker exists) and its last end (the
+  // last line, after every worker is gone). A worker event outside it was not
+  // written at the time it claims (a clock other than CLOCK_MONOTONIC, a
+  // forged time): a history error, and the event is not used, so no latency
+  // of 2^62 ns reaches a report.
+  std::optional<std::int64_t> window_start, window_end;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const Json& ev = events[i];
+    if (!ev.is_object() || get_str(ev, "type") != "trial") continue;
+    auto t = get_i64(ev, "t");
+    auto phase = get_str(ev, "phase");
+    if (!t || !phase) continue;
+    if (*phase == "start" && !window_start) window_start = *t;
+    if (*phase == "end") window_end = *t;
+  }
+  auto outside = [&](std::int64_t t) {
+    return (window_start && t < *window_start) || (window_end && t > *window_end);
+  };
+
   // Lines of one event split with "continues" (docs/worker-protocol.md) are
   // merged before anything reads them: same writer, type and id, in order.
   using PieceKey = std::tuple<std::string, int, int, int, std::int64_t>;
@@ -912,6 +939,20 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
   };
   for (const Entry& e : order) {
     const Json& ev = events[e.index];
+    if ((e.type == "invoke" || e.type == "ok" || e.type == "fail" || e.type == "point" || e.type == "fds") &&
+        outside(e.t)) {
+      b.error(e.index, e.t,
+              fmt::format("a worker event outside the trial (it ran from t={} to t={}): its time is not the "
+                          "time it was written",
+                          window_start.value_or(0), window_end.value_or(0)),
+              ev);
+      // Its op is not judged at all: neither with that end nor as cut off.
+      if (e.type == "ok" || e.type == "fail") {
+        b.discarded.insert(OpKey{get_int(ev, "job").value_or(-1), get_int(ev, "rank").value_or(-1),
+                                 get_int(ev, "pid").value_or(0), get_i64(ev, "id").value_or(-1)});
+      }
+      continue;
+    }
     auto cont = ev.find("continues");
     if (cont != ev.end() && !cont->is_boolean()) {
       b.error(e.index, e.t, "continues must be true or false", ev);
@@ -992,12 +1033,99 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
     }
   }
 
+  // A worker that exited by itself must have run the workload it was given:
+  // one that logged no operation at all (exec:/bin/true), or that left the
+  // barrier rounds early with nothing failed, shows nothing for the
+  // invariants to judge, and its trial is at least unknown, never green.
+  if (h.started && h.ended && !h.unavailable) {
+    for (const Exit& e : h.exits) {
+      if (e.signal > 0 || e.exit_code < 0) continue;  // a signal cut it short
+      // A launcher logs no operation (its ranks do), and a loader worker's
+      // work is its rank's iteration, judged through the rank's own ops.
+      if (e.launcher || e.worker >= 0) continue;
+      const bool cleanup = e.job == -1 && e.rank == -1;
+      if (!cleanup && (e.job < 0 || static_cast<std::size_t>(e.job) >= meta.jobs.size())) continue;
+      const JobMeta* jm = cleanup ? nullptr : &meta.jobs[static_cast<std::size_t>(e.job)];
+      if (cleanup ? !meta.cleanup_step : !(jm->acquire || jm->barrier_rounds > 0)) continue;
+      int ops = 0;
+      bool all_ok = true;
+      std::int64_t last_round = -1, barriers = 0;
+      for (const Op& op : h.ops) {
+        if (!same_worker(WorkerKey{e.job, e.rank, e.pid}, op.job, op.rank, op.pid)) continue;
+        ++ops;
+        all_ok = all_ok && op.outcome == Outcome::kOk;
+        if (op.op != "barrier") continue;
+        ++barriers;
+        if (op.round) last_round = std::max(last_round, *op.round);
+      }
+      last_round = std::max(last_round, barriers - 1);
+      const std::string who = cleanup ? fmt::format("the cleanup step (pid {})", e.pid)
+                                      : fmt::format("job {} rank {} (pid {})", e.job, e.rank, e.pid);
+      if (ops == 0) {
+        sink.add(fmt::format("{} exited {} without logging any operation: it did not run its workload", who,
+                             e.exit_code));
+      } else if (!cleanup && e.exit_code == 0 && all_ok && jm->barrier_rounds > 0 && jm->barrier_workers == 0 &&
+                 last_round < jm->barrier_rounds - 1) {
+        // (With loader workers in the barrier the rank itself enters no round.)
+        sink.add(fmt::format("{} exited 0 after barrier round {} of {} with nothing failed: it stopped its "
+                             "workload early",
+                             who, last_round, jm->barrier_rounds));
+      }
+    }
+  }
+
   for (const auto& [key, index] : b.open_ops) {
     Op& op = h.ops[index];
     const Exit* e = find_exit(h.exits, op);
     op.outcome = Outcome::kInfo;
     op.complete_t = std::max(e != nullptr ? e->t : h.end_t, op.invoke_t);
     op.info_cause = info_cause(e, h);
+  }
+
+  // Who wrote what: the supervisor logs an exit for every process it started
+  // (job, rank, pid), and every worker is gone before the trial's end. An
+  // operation from a pid the harness started as another job or rank, or
+  // claiming a rank whose processes the harness logged while none was that
+  // pid, is a history error and is not judged: a forged acquire must not
+  // count as another job's.
+  auto forged = [&](int job, int rank, int pid) -> std::optional<std::string> {
+    bool rank_logged = false;
+    // First whether the harness started that very process: pids collide
+    // across containers (each container's first worker is its pid 2), so
+    // another job's process with the same number proves nothing.
+    for (const Exit& e : h.exits) {
+      if (same_worker(WorkerKey{e.job, e.rank, e.pid}, job, rank, pid)) return std::nullopt;
+    }
+    for (const Exit& e : h.exits) {
+      if (e.pid == pid && e.pid != 0) {
+        return fmt::format("claims job {} rank {} from pid {}, which the harness started as job {} rank {}", job,
+                           rank, pid, e.job, e.rank);
+      }
+      rank_logged = rank_logged || (e.job == job && e.rank == rank);
+    }
+    if (!rank_logged) return std::nullopt;  // nothing to hold it against
+    return fmt::format("claims job {} rank {} from pid {}, which the harness never started as that rank", job,
+                       rank, pid);
+  };
+  std::erase_if(h.ops, [&](const Op& op) { return b.discarded.contains(OpKey{op.job, op.rank, op.pid, op.id}); });
+  if (h.started && h.ended) {
+    std::set<std::tuple<int, int, int>> reported;
+    auto judge = [&](const std::string& what, int job, int rank, int pid) {
+      auto why = forged(job, rank, pid);
+      if (why && reported.insert({job, rank, pid}).second) sink.add(what + " " + *why + ": not judged");
+      return why.has_value();
+    };
+    std::erase_if(h.ops, [&](const Op& op) { return judge("an " + op.op + " op", op.job, op.rank, op.pid); });
+    std::erase_if(b.fds_reports,
+                  [&](const Builder::FdsReport& f) { return judge("an fds event", f.who.job, f.who.rank, f.who.pid); });
+  }
+  for (const auto& f : b.fds_reports) {
+    if (f.count > h.audit.max_fds) {
+      h.audit.max_fds = f.count;
+      h.audit.max_fds_job = f.who.job;
+      h.audit.max_fds_rank = f.who.rank;
+      h.audit.max_fds_pid = f.who.pid;
+    }
   }
 
   std::stable_sort(h.ops.begin(), h.ops.end(),

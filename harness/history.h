@@ -188,6 +188,9 @@ struct Audit {
   std::vector<std::string> leftover_shm;    // names in the trial's /dev/shm
   std::vector<std::string> leftover_locks;  // paths in the trial's lock dir
   std::vector<int> orphan_pids;             // trial processes alive after teardown
+  // Without a private /dev/shm: names new in the shared one since the trial
+  // began, outside the trial's root (the subject's, or another program's).
+  std::vector<std::string> shared_shm_new;
   int max_fds = -1;                         // max fds any worker reported holding after acquire
   int max_fds_job = -1, max_fds_rank = -1, max_fds_pid = 0;  // the worker that reported max_fds
   bool truncated = false;  // part of the audit was lost: its lists may be incomplete
@@ -214,6 +217,7 @@ struct JobMeta {
   // The job's namespace nested in the trial's ([job] root_suffix, "" for the
   // trial's own): prefixes of different namespaces are different registries.
   std::string root_suffix;
+  bool acquire = true;         // each rank acquires a prefix first
   std::vector<std::string> dirs;
   std::vector<bool> has_remote;
 };

@@ -77,6 +77,80 @@ bool AnyContains(const std::vector<std::string>& lines, const std::string& part)
   return false;
 }
 
+
+// --- what a subject says is checked against what the harness did --------------
+
+TEST(BelieveNothing, AnOpFromAPidTheHarnessStartedAsAnotherJobIsNotJudged) {
+  std::vector<std::string> errors;
+  History h = build_history({Trial(0, "start"), Invoke(1 * kMs, 1, 0, 40, 9, "acquire"),
+                             Ok(2 * kMs, 1, 0, 40, 9, {{"prefix", 0}}), ExitCode(5 * kMs, 0, 0, 40, 0),
+                             ExitCode(5 * kMs, 1, 0, 41, 0), Trial(6 * kMs, "end")},
+                            TrialMeta{}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "an acquire op claims job 1 rank 0 from pid 40, which the harness started as job 0 "
+                                  "rank 0: not judged"));
+  EXPECT_TRUE(h.ops.empty());
+}
+
+TEST(BelieveNothing, AnOpFromAPidNeverStartedAsThatRankIsNotJudged) {
+  std::vector<std::string> errors;
+  History h = build_history({Trial(0, "start"), Invoke(1 * kMs, 0, 0, 99999, 9, "acquire"),
+                             Ok(2 * kMs, 0, 0, 99999, 9, {{"prefix", 0}}), ExitCode(5 * kMs, 0, 0, 40, 0),
+                             Trial(6 * kMs, "end")},
+                            TrialMeta{}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "claims job 0 rank 0 from pid 99999, which the harness never started as that rank"));
+  EXPECT_TRUE(h.ops.empty());
+}
+
+TEST(BelieveNothing, ACompletionOutsideTheTrialIsAHistoryErrorAndItsOpIsDropped) {
+  std::vector<std::string> errors;
+  History h = build_history({Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 9, "clean"),
+                             Ok(std::int64_t{1} << 62, 0, 0, 40, 9), ExitCode(5 * kMs, 0, 0, 40, 0),
+                             Trial(6 * kMs, "end")},
+                            TrialMeta{}, &errors);
+  EXPECT_TRUE(AnyContains(errors, "a worker event outside the trial (it ran from t=0 to t=6000000)"));
+  EXPECT_TRUE(h.ops.empty()) << "a 2^62 ns latency reached the ops";
+}
+
+// --- a worker must have run its workload --------------------------------------
+
+TrialMeta OneJobTwoRounds() {
+  TrialMeta m;
+  JobMeta j;
+  j.ranks = 1;
+  j.barrier_rounds = 2;
+  m.jobs.push_back(j);
+  return m;
+}
+
+TEST(WorkloadRun, AWorkerThatExitedWithoutAnyOpIsAHistoryError) {
+  std::vector<std::string> errors;
+  build_history({Trial(0, "start"), ExitCode(5 * kMs, 0, 0, 40, 0), Trial(6 * kMs, "end")}, OneJobTwoRounds(), &errors);
+  EXPECT_TRUE(AnyContains(errors, "job 0 rank 0 (pid 40) exited 0 without logging any operation")) << errors.size();
+}
+
+TEST(WorkloadRun, AWorkerThatLeftTheRoundsEarlyWithNothingFailedIsAHistoryError) {
+  std::vector<std::string> errors;
+  build_history({Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 1, "acquire"), Ok(2 * kMs, 0, 0, 40, 1, {{"prefix", 0}}),
+                 Invoke(3 * kMs, 0, 0, 40, 2, "barrier", {{"round", 0}}), Ok(4 * kMs, 0, 0, 40, 2),
+                 ExitCode(5 * kMs, 0, 0, 40, 0), Trial(6 * kMs, "end")},
+                OneJobTwoRounds(), &errors);
+  EXPECT_TRUE(AnyContains(errors, "exited 0 after barrier round 0 of 2 with nothing failed")) << errors.size();
+}
+
+TEST(WorkloadRun, AWorkerThatRanEveryRoundOrFailedOrWasKilledIsFine) {
+  for (const auto& events : std::vector<std::vector<Json>>{
+           {Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 1, "barrier", {{"round", 0}}), Ok(2 * kMs, 0, 0, 40, 1),
+            Invoke(3 * kMs, 0, 0, 40, 2, "barrier", {{"round", 1}}), Ok(4 * kMs, 0, 0, 40, 2),
+            ExitCode(5 * kMs, 0, 0, 40, 0), Trial(6 * kMs, "end")},
+           {Trial(0, "start"), Invoke(1 * kMs, 0, 0, 40, 1, "acquire"), Fail(2 * kMs, 0, 0, 40, 1, "timeout", "x"),
+            ExitCode(5 * kMs, 0, 0, 40, 1), Trial(6 * kMs, "end")},
+           {Trial(0, "start"), ExitSignal(5 * kMs, 0, 0, 40, SIGKILL, true), Trial(6 * kMs, "end")}}) {
+    std::vector<std::string> errors;
+    build_history(events, OneJobTwoRounds(), &errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+  }
+}
+
 TEST(ParseJsonl, KeepsObjectsSkipsBlankLinesAndNamesBadLinesByNumber) {
   std::string text =
       "{\"t\":1,\"type\":\"trial\",\"phase\":\"start\"}\n"

@@ -217,7 +217,12 @@ std::optional<std::string> param_range(const FaultSpec& f, const std::string& ke
     return std::nullopt;
   }
   std::string why = "expected a duration or range like \"10-200ms\"";
-  if (v.is_string() && parse_range_text(v.get<std::string>(), out, &why)) return std::nullopt;
+  if (v.is_string() && parse_range_text(v.get<std::string>(), out, &why)) {
+    // A trial lasts at most 10 minutes (its timeout's bound); past that a
+    // time means nothing and, in nanoseconds, would wrap an int64.
+    if (out->max <= Ms(600000)) return std::nullopt;
+    why = "\"" + v.get<std::string>() + "\" is out of range (0..10m: no trial lasts longer)";
+  }
   return "'" + key + "': " + why;
 }
 

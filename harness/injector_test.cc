@@ -68,6 +68,48 @@ class FaultParams : public ::testing::Test {
 };
 
 // The [[fault]] header is on line 10; its first parameter on line 11.
+// A trigger that names nothing a worker logs would never fire: refused at load.
+TEST_F(FaultParams, SignalOnEventAfterMustNameAnEventAndAnOpOrPointThatExist) {
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"ok:acquier\""),
+            ":12: 'after' = \"ok:acquier\": 'acquier' is no operation of the worker protocol (acquire, release, "
+            "barrier, barrier_attach, barrier_detach, clean, segment, witness, iterate; a pool subject's pool, mapped, "
+            "folder, file, chmod, track, remove)");
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"okay:acquire\""),
+            ":12: 'after' = \"okay:acquire\": 'okay' is no event a worker logs (invoke, ok, fail or point)");
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"point:crash/no/such/point\""),
+            ":12: 'after': \"crash/no/such/point\" is not a shmcoord failpoint (docs/failpoints.md)");
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"invoke:barrier\""), "");
+}
+
+// Times past a trial's longest (10 min) would wrap int64 nanoseconds.
+TEST_F(FaultParams, ATimeBeyondTenMinutesIsRefusedNotWrapped) {
+  EXPECT_EQ(validate("kind = \"sigkill\"\nat = \"999999999m\""),
+            ":12: 'at': \"999999999m\" is out of range (0..10m: no trial lasts longer)");
+  EXPECT_EQ(validate("kind = \"sigkill\"\nat = \"10m\""), "");
+}
+
+// Faults are planned together, as every trial plans them: one that cannot
+// share a rank, a job or a seeded file with an earlier one is refused, never
+// silently dropped.
+TEST_F(FaultParams, FaultsThatCannotShareATrialAreRefusedNamingTheSecond) {
+  EXPECT_EQ(validate("kind = \"init-lock\"\n[[fault]]\nkind = \"init-lock\""),
+            ":12: seeds the segment init.lock, which the fault at line 10 seeds too: one file, one seed (a second "
+            "holder of a held lock would wait for the first forever)");
+  EXPECT_EQ(validate("kind = \"stale-lock\"\nprefixes = [1, 1]\nholder = \"stopped\"")
+                .rfind(":10: seeds the lock file 000001_barrier_filelock, which it seeds twice", 0),
+            0u);
+  EXPECT_EQ(validate("kind = \"containers\"\njobs = [0]\n[[fault]]\nkind = \"containers\"\njobs = [0]")
+                .rfind(":13: 'jobs': job 0 is listed twice", 0),
+            0u);
+  EXPECT_EQ(validate("kind = \"replacement\"\njob = 0\nrank = 1\n[[fault]]\nkind = \"pause-at-point\"\n"
+                     "point = \"crash/barrier/wait/before-sleep\"\njob = 0\nrank = 1")
+                .rfind(":14: one stop-at-point fault per rank", 0),
+            0u);
+  EXPECT_EQ(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/wait/before-sleep\"\njob = 0\nrank = 0\n"
+                     "[[fault]]\nkind = \"pause-at-point\"\npoint = \"crash/barrier/wait/before-sleep\"\njob = 1"),
+            "");
+}
+
 TEST_F(FaultParams, WrongTypesAreErrorsAtTheirLine) {
   EXPECT_EQ(validate("kind = \"emfile\"\nlimit = \"6\""), ":12: 'limit' must be an integer in [3, 4096], not a string");
   EXPECT_EQ(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nprobability = \"half\""),

@@ -49,4 +49,18 @@ struct Baseline {
   const KnownFailure* find(std::string_view fingerprint) const;
 };
 
+struct BaselineError {
+  std::string file;
+  int line = 0;  // 0: the file as a whole
+  std::string message;
+  std::string to_string() const;  // "file:line: message"
+};
+
+// Parses baseline text, either format (baseline.h says which), as of `today`:
+// entries whose expiry is before today go to Baseline::expired. `file` names
+// it in errors. nullopt with *err (file:line: what is wrong) on bad input.
+// baseline.h's parse_baseline is this, as a std::expected.
+std::optional<Baseline> decode_baseline(std::string_view text, const std::string& file, Day today,
+                                        BaselineError* err);
+
 }  // namespace harness

@@ -22,6 +22,7 @@
 #include "files.h"
 #include "injector.h"
 #include "plan.h"
+#include "run_lease.h"
 #include "subjects.h"
 #include "supervisor.h"
 
@@ -30,8 +31,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_stop(int) { g_stop = 1; }
+// Set by SIGINT, SIGTERM, SIGHUP or SIGPIPE (install_stop_signals): sticky for
+// the process, so a signal that came while scenarios loaded, or during one
+// run of a replay or a shrink, stops the rest too.
+volatile std::sig_atomic_t g_signalled = 0;
+void on_stop(int) { g_signalled = 1; }
 // The adaptive concurrency's tick: it only interrupts waitpid().
 void on_tick(int) {}
 
@@ -42,7 +46,53 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
+// How long past its trial's timeout a supervisor may take (heal, cleanup
+// step, audit: about 20 s at most) before the run calls it hung.
+constexpr std::chrono::seconds kSupervisorGrace{60};
+
+// Trials whose plans load_and_validate draws to find faults that cannot share
+// a trial: planning costs microseconds.
+constexpr int kValidationTrials = 256;
+
+// "file:line: why" if the scenario's faults, planned together into one trial
+// as run() plans them, conflict in some trial.
+std::optional<std::string> faults_conflict(const Scenario& s, const std::string& f) {
+  for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
+    TrialPlan plan = base_plan(s, 1, trial);
+    Rng rng(plan.seed);
+    std::map<std::string, int> seeded;  // "where:name" -> the line of the fault that seeds it
+    for (const auto& fault : s.faults) {
+      const std::size_t seeds_before = plan.seeds.size();
+      if (auto why = find_injector(fault.kind)->plan(fault, s, rng, plan)) {
+        return f + ":" + std::to_string(fault.line) + ": " + *why +
+               " (with the faults before it in the file, planned into one trial as every trial is" +
+               (trial > 0 ? ", e.g. trial " + std::to_string(trial) + " of seed 1" : std::string()) + ")";
+      }
+      for (std::size_t i = seeds_before; i < plan.seeds.size(); ++i) {
+        const Seed& sd = plan.seeds[i];
+        const auto [it, fresh] = seeded.emplace(sd.where + ":" + sd.name, fault.line);
+        if (fresh) continue;
+        return f + ":" + std::to_string(fault.line) + ": seeds " + (sd.where == "lock" ? "the lock file " : "the segment ") +
+               sd.name + ", which " +
+               (it->second == fault.line ? "it seeds twice" : "the fault at line " + std::to_string(it->second) + " seeds too") +
+               ": one file, one seed (a second holder of a held lock would wait for the first forever)";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+void install_stop_signals(bool restart) {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop;
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
+}
+
+bool stop_signalled() { return g_signalled != 0; }
 
 bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenario>* out, std::string* err) {
   for (const auto& f : files) {
@@ -78,6 +128,7 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
       }
     }
     for (const auto& w : s->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    // Each fault on its own: its parameters.
     for (const auto& fault : s->faults) {
       const InjectorInfo* inj = find_injector(fault.kind);
       if (!inj) {
@@ -94,6 +145,15 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
         *err = f + ":" + std::to_string(line) + ": " + *why;
         return false;
       }
+    }
+    // Then together, as every trial plans them: two faults that cannot share a
+    // rank or a job (two stops at a point, two containers for one job), or two
+    // that seed one file (a second holder of a held lock would wait forever),
+    // are refused here, never one silently dropped. Targets drawn at random
+    // are drawn as kValidationTrials trials would draw them.
+    if (auto why = faults_conflict(*s, f)) {
+      *err = *why;
+      return false;
     }
     if (!s->subject.empty()) {
       std::string why;
@@ -132,6 +192,7 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
     if (js.launcher.present()) jm.teardown_ns = js.launcher.teardown.count() * 1000000LL;
     jm.misconfigured = js.lws_mode != LwsMode::kSet;
     jm.root_suffix = js.root_suffix;
+    jm.acquire = js.workload.acquire;
     for (auto d : js.dirs) {
       for (std::size_t at; (at = d.find("{job}")) != std::string::npos;) d.replace(at, 5, std::to_string(j));
       jm.dirs.push_back(d);
@@ -234,6 +295,11 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   for (const auto& f : h.faults) {
     if (f.end_t == f.start_t || f.end_t > 0) ++t.faults[f.kind];
     t.reached.insert("fault:" + f.kind);
+  }
+  // A crash point fires inside the subject: its trace is the worker's own
+  // `point` event before a death by signal, not a fault event.
+  for (const auto& e : h.exits) {
+    if (!e.crash_point.empty()) t.reached.insert("fault:crash-point");
   }
   for (const auto& op : h.ops) {
     if (op.outcome == Outcome::kFail) t.reached.insert("error:" + op.op + ":" + op.error_code);
@@ -351,7 +417,29 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     r.out_dir = canonical.string();
   }
   for (const auto& s : scenarios) {
-    if (!s.expect_reached.empty()) r.expect_reached[s.name] = s.expect_reached;
+    // What the scenario names, and every fault kind it injects: a fault that
+    // fired in none of the run's trials (a trigger nothing logs, a point the
+    // subject never passes, a kill after everyone exited) tested nothing, and
+    // the run is inconclusive (exit 4) rather than green.
+    std::vector<std::string> states = s.expect_reached;
+    for (const auto& f : s.faults) {
+      if (std::find(states.begin(), states.end(), "fault:" + f.kind) == states.end()) states.push_back("fault:" + f.kind);
+    }
+    if (!states.empty()) r.expect_reached[s.name] = std::move(states);
+  }
+  // Trials that may place names in the machine's shared /dev/shm do so under
+  // a lease (run_lease.h): `clean` then knows whether this run is alive from
+  // any pid namespace. A /dev/shm nobody can create in (read-only, full)
+  // fails here, before any trial: the environment, never a green run.
+  std::optional<RunLease> lease;
+  if (may_use_shared_shm(opt.allow_mount_ns)) {
+    std::string why;
+    auto taken = RunLease::take(&why);
+    if (!taken) {
+      r.error = why;
+      return r;
+    }
+    lease.emplace(std::move(*taken));
   }
 
   struct Pending {
@@ -388,11 +476,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.duration_s = soak ? opt.duration_s : 0;
   int round = 1;
 
-  struct sigaction sa{};
-  sa.sa_handler = on_stop;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  g_stop = 0;
+  install_stop_signals(false);
+  // The run stops starting trials once a signal came, or (stop_on_violation)
+  // once it has what it was asked for.
+  bool stop_asked = false;
+  auto stopping = [&] { return stop_asked || g_signalled != 0; };
 
   // Trials at once: --parallel, or a target that follows the load.
   const int cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
@@ -406,12 +494,16 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     c.start = std::min(cores, c.max);
     adaptive.emplace(c);
     probe = std::make_unique<LoadProbe>();
-    // A tick every 250 ms interrupts waitpid() so the target follows the load
-    // between trials too. Interval timers are not inherited across fork().
+  }
+  // A tick interrupts waitpid(): every 250 ms, so an adaptive target follows
+  // the load between trials too; else every second, for the watchdog below.
+  // Interval timers are not inherited across fork().
+  {
     struct sigaction tick{};
     tick.sa_handler = on_tick;
     sigaction(SIGALRM, &tick, nullptr);
-    itimerval every{{0, 250000}, {0, 250000}};
+    const suseconds_t us = adaptive ? 250000 : 0;
+    itimerval every{{adaptive ? 0 : 1, us}, {adaptive ? 0 : 1, us}};
     setitimer(ITIMER_REAL, &every, nullptr);
   }
   auto parallel = [&] { return adaptive ? adaptive->target() : opt.parallel; };
@@ -423,6 +515,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     std::uint64_t seed;
     std::chrono::steady_clock::time_point started;
     std::vector<Action> actions;  // the plan's: how late its signals fired
+    // The watchdog: a supervisor still running this long after it started
+    // hangs (its own trial timeout, heal and cleanup bounds are far below).
+    std::chrono::steady_clock::time_point hung_after;
+    bool killed_hung = false;
   };
   std::map<pid_t, Running> running;
   std::uint64_t started = 0;  // trials started (or that failed to start): names their fallback roots
@@ -479,15 +575,22 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   };
 
   while (true) {
+    // Whatever blocks a supervisor (a bug, a kernel that never answers), it
+    // never hangs the run: killed, its trial a harness error.
+    for (auto& [sp, run] : running) {
+      if (run.killed_hung || std::chrono::steady_clock::now() < run.hung_after) continue;
+      run.killed_hung = true;
+      ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+    }
     if (adaptive && elapsed() - last_tick >= 0.25) {
       last_tick = elapsed();
       note_concurrency();
       adaptive->update(probe->sample(), last_tick, static_cast<int>(running.size() + queue.size()));
       note_concurrency();
     }
-    if (!g_stop) {
+    if (!stopping()) {
       if (soak && queue.empty() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
-      while (!g_stop && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
+      while (!stopping() && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
              (!soak || elapsed() < opt.duration_s)) {
         Pending p = queue.front();
         queue.pop_front();
@@ -495,21 +598,51 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         TrialPlan plan = base_plan(*p.s, r.seed, p.trial);
         plan.subject = runs_run_subject(*p.s, opt) ? opt.subject : p.s->subject;
         Rng rng(plan.seed);
-        for (const auto& f : p.s->faults) (void)find_injector(f.kind)->plan(f, *p.s, rng, plan);
+        // load_and_validate planned these together; a draw it did not meet
+        // that makes two faults conflict is this trial's failure, named,
+        // never a fault silently dropped.
+        std::string unplanned;
+        for (const auto& f : p.s->faults) {
+          if (auto why = find_injector(f.kind)->plan(f, *p.s, rng, plan); why && unplanned.empty())
+            unplanned = p.s->file + ":" + std::to_string(f.line) + ": cannot be planned into this trial: " + *why;
+        }
+        if (!unplanned.empty()) {
+          TrialResult t;
+          t.scenario = p.s->name;
+          t.scenario_file = p.s->file;
+          t.trial = p.trial;
+          t.harness_error = true;
+          t.harness_error_text = unplanned;
+          finished(std::move(t));
+          continue;
+        }
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
         std::string dir = r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
         std::error_code dir_ec;
-        fs::remove_all(dir, dir_ec);
-        if (!dir_ec) fs::create_directories(dir, dir_ec);
-        if (dir_ec || !write_file(dir + "/scenario.toml", p.s->raw_toml) ||
+        std::string not_ours;
+        // A dir already there is removed only if it is a trial dir an earlier
+        // run into the same --out left (a real dir with its schedule.json):
+        // never what a user keeps under that name, nor what a symlink names.
+        if (fs::symlink_status(dir, dir_ec).type() != fs::file_type::not_found) {
+          if (!fs::is_directory(fs::symlink_status(dir, dir_ec)) ||
+              !fs::is_regular_file(fs::symlink_status(dir + "/schedule.json", dir_ec))) {
+            not_ours = dir + " exists and is not a trial dir of shmstress's: not removed";
+          } else {
+            fs::remove_all(dir, dir_ec);
+          }
+        }
+        dir_ec.clear();
+        if (not_ours.empty()) fs::create_directories(dir, dir_ec);
+        if (!not_ours.empty() || dir_ec || !write_file(dir + "/scenario.toml", p.s->raw_toml) ||
             !write_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
           TrialResult t;  // the disk, not the subject: a harness failure
           t.scenario = p.s->name;
           t.scenario_file = p.s->file;
           t.trial = p.trial;
           t.harness_error = true;
-          t.harness_error_text = "cannot prepare the trial dir " + dir + ": " +
-                                 (dir_ec ? dir_ec.message() : std::string("write failed"));
+          t.harness_error_text = !not_ours.empty() ? not_ours
+                                                   : "cannot prepare the trial dir " + dir + ": " +
+                                                         (dir_ec ? dir_ec.message() : std::string("write failed"));
           finished(std::move(t));
           continue;
         }
@@ -521,7 +654,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.shm_root = runs_run_subject(*p.s, opt) ? opt.subject_root : p.s->subject_root;
         cfg.shm_size = runs_run_subject(*p.s, opt) ? opt.subject_shm_size : p.s->subject_shm_size;
         cfg.allow_shared_shm = opt.allow_shared_shm;
-        cfg.fallback_root = "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
+        cfg.fallback_root = lease ? lease->trial_root(started)
+                                  : "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
         pid_t pid = start_supervisor(plan, cfg);
         if (pid < 0) {
           TrialResult t;
@@ -532,19 +666,21 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           finished(std::move(t));
           continue;
         }
-        running[pid] = Running{p, dir, plan.seed, std::chrono::steady_clock::now(), std::move(plan.actions)};
+        const auto now = std::chrono::steady_clock::now();
+        running[pid] = Running{p, dir, plan.seed, now, std::move(plan.actions),
+                               now + std::chrono::nanoseconds(plan.timeout_ns) + kSupervisorGrace};
       }
     }
     if (running.empty()) {
       const bool time_up = soak && elapsed() >= opt.duration_s;
-      if (g_stop || time_up || (!soak && queue.empty())) break;
+      if (stopping() || time_up || (!soak && queue.empty())) break;
       continue;
     }
     int st = 0;
     pid_t pid = ::waitpid(-1, &st, 0);
     if (pid < 0) {
       if (errno == EINTR) {
-        if (g_stop) {
+        if (stopping()) {
           // Stop within 2 s: end every running trial (each supervisor's group: workers included).
           for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
         }
@@ -559,11 +695,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     std::error_code rm_ec;  // a dir that cannot be removed stays: nothing to decide on it
     TrialResult t = check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed, &done.actions);
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
-    if (g_stop && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+    if (stopping() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
       fs::remove_all(done.dir, rm_ec);  // cut short by the user: neither a result nor a harness failure
       continue;
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    if (done.killed_hung) {
+      t.harness_error = true;
+      t.harness_error_text += fmt::format("the trial supervisor hung: killed {} s past the trial's timeout; ",
+                                          std::chrono::duration_cast<std::chrono::seconds>(kSupervisorGrace).count());
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       t.harness_error = true;
       t.harness_error_text += "supervisor exited abnormally";
     }
@@ -593,22 +733,23 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // evidence), not at the first unrelated one on its way there; with a
     // baseline, at the first violation the baseline does not know.
     const bool expected = t.expectation == Expectation::kNone || t.expectation == Expectation::kMet;
-    if (finished(std::move(t)) && opt.stop_on_violation && expected && !g_stop) {
-      g_stop = 1;
+    if (finished(std::move(t)) && opt.stop_on_violation && expected && !stopping()) {
+      stop_asked = true;
       for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
     }
   }
-  if (adaptive) {
+  {
     itimerval off{};
     setitimer(ITIMER_REAL, &off, nullptr);
     signal(SIGALRM, SIG_DFL);
     probe.reset();
   }
-  r.interrupted = g_stop != 0;
+  r.interrupted = stopping();
   r.elapsed = elapsed();
   note_concurrency();
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
+  // A signal from here on (the reports are being written) kills nothing and
+  // changes nothing: the trials are over, and every report is written.
+  install_stop_signals(true);
   progress(true);
   for (const auto& sub : opt.subscribers) sub->run_finished(r);
   return r;

@@ -2,8 +2,10 @@
 // its own supervisor. The harness process itself only plans, waits, checks and
 // counts; it never touches a trial's shared memory. It writes no report: it
 // emits events (run_events.h) that reports subscribe to, and returns the run's
-// aggregate (results.h). SIGINT/SIGTERM end the running trials and return
-// what finished, marked interrupted.
+// aggregate (results.h). SIGINT, SIGTERM, SIGHUP and SIGPIPE (every way a
+// CI runner or a terminal ends a command) end the running trials and return
+// what finished, marked interrupted; one that comes after the last trial
+// changes nothing, so the caller writes every report.
 #pragma once
 
 #include <cstdint>
@@ -103,5 +105,16 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
                             std::uint64_t seed, const std::vector<Action>* planned = nullptr);
 
 RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt);
+
+// Makes SIGINT, SIGTERM, SIGHUP and SIGPIPE set the process's stop flag
+// instead of ending it: run() stops starting trials, kills the running ones
+// and returns what finished, marked interrupted; a write to a closed pipe
+// fails with EPIPE instead of killing the process. run() installs them
+// itself (without SA_RESTART while trials run, so waitpid wakes up; with it
+// afterwards, so report writing is not cut short); the CLI installs them
+// before loading scenarios, so a signal then counts too. Sticky: every later
+// run() in the process (a replay's, a shrink's) stops at once.
+void install_stop_signals(bool restart);
+bool stop_signalled();
 
 }  // namespace harness

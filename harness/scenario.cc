@@ -973,6 +973,15 @@ bool valid_scenario_name(std::string_view name, std::string* why) {
     *why = "must not be \".\" or \"..\" (it names the run directory)";
     return false;
   }
+  // The run dir's own files sit beside the scenarios' dirs (docs/reports.md).
+  if (name.front() == '.') {
+    *why = "must not start with '.' (the run directory keeps its own lock and temp files so)";
+    return false;
+  }
+  if (name == "summary.json" || name == "report.html") {
+    *why = "is the name of one of the run directory's own reports (its trials would take its place)";
+    return false;
+  }
   return true;
 }
 
@@ -980,14 +989,42 @@ std::string printable_text(std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
+  auto escape = [&](unsigned char u) {
+    out += "\\x";
+    out += kHex[u >> 4];
+    out += kHex[u & 15];
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u < 0x80) {
+      if (u < 0x20 || u == 0x7f) escape(u); else out += s[i];
+      ++i;
+      continue;
+    }
+    // UTF-8: a valid sequence is kept, except the C1 controls U+0080-U+009F
+    // (U+009B is a terminal's CSI); a byte that starts no valid sequence is
+    // escaped on its own.
+    const std::size_t len = u >= 0xf0 && u <= 0xf4 ? 4 : u >= 0xe0 ? 3 : u >= 0xc2 && u <= 0xdf ? 2 : 0;
+    bool valid = len > 0 && i + len <= s.size();
+    std::uint32_t cp = len == 2 ? u & 0x1f : len == 3 ? u & 0x0f : u & 0x07;
+    for (std::size_t k = 1; valid && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      valid = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (valid && ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))))
+      valid = false;  // overlong, a surrogate, or past Unicode
+    if (!valid) {
+      escape(u);
+      ++i;
+    } else if (cp <= 0x9f) {
+      out += "\\u00";
+      out += kHex[cp >> 4];
+      out += kHex[cp & 15];
+      i += len;
     } else {
-      out += c;
+      out.append(s.substr(i, len));
+      i += len;
     }
   }
   return out;

@@ -159,8 +159,9 @@ struct ScenarioError {
 };
 
 // Text for a terminal: control bytes (a NUL that would cut the message short,
-// an escape sequence a file smuggles in) as \xNN; everything else, UTF-8
-// included, as it is.
+// an escape sequence a file smuggles in) as \xNN, the C1 controls (U+0080 to
+// U+009F, e.g. a terminal's 8-bit CSI) as \u00NN, a byte that is not valid
+// UTF-8 as \xNN; everything else, UTF-8 included, as it is.
 std::string printable_text(std::string_view s);
 
 // Parses text (file is used for messages; name defaults to its stem; raw_toml

@@ -198,7 +198,7 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   // Does this scenario still fail the invariant? Up to `retries` runs of the same trial.
   auto still_fails = [&](const toml::table& t) -> bool {
     std::string file = work + "/" + name + ".toml";
-    { std::ofstream(file) << render(t); }
+    if (!write_file(file, render(t))) return false;
     std::vector<Scenario> sc;
     std::string err;
     if (!load_and_validate({file}, &sc, &err)) return false;
@@ -242,11 +242,12 @@ ShrinkResult shrink(const ShrinkOptions& opt) {
   current.insert_or_assign("description", "Minimal reproduction of " + res.invariant + ", shrunk by shmstress from " +
                                               opt.trial_dir + " (" + res.original.to_string() + ").");
   res.minimal_file = (dir / "minimal.toml").string();
-  {
-    std::ofstream f(res.minimal_file);
-    f << "# Shrunk by `shmstress shrink` from " << opt.trial_dir << " (" << res.original.to_string() << ")\n"
-      << "# to " << res.minimal.to_string() << "; still violates " << res.invariant << ".\n"
-      << render(current);
+  if (!write_file(res.minimal_file, "# Shrunk by `shmstress shrink` from " + opt.trial_dir + " (" +
+                                        res.original.to_string() + ")\n# to " + res.minimal.to_string() +
+                                        "; still violates " + res.invariant + ".\n" + render(current))) {
+    res.error = "cannot write " + res.minimal_file;
+    res.harness_failed = true;
+    return res;
   }
   res.reproduce = opt.run.invocation + " run " + res.minimal_file + opt.run.reproduce_flags + " --seed " +
                   std::to_string(seed) + " --trial " + std::to_string(trial);

@@ -376,7 +376,11 @@ std::optional<Json> load_json_object(const std::string& path, StoredError* err) 
     if (err != nullptr) *err = StoredError{path, "", "cannot read: " + why};
     return std::nullopt;
   }
-  return Decoder(path, err).parse(*text);
+  return parse_json_object(*text, path, err);
+}
+
+std::optional<Json> parse_json_object(std::string_view text, const std::string& file, StoredError* err) {
+  return Decoder(file, err).parse(text);
 }
 
 }  // namespace harness

@@ -85,6 +85,8 @@ std::optional<StoredSummary> load_summary(const std::string& path, StoredError* 
 // at most kMaxUserFileBytes, nested at most kMaxStoredJsonDepth): for callers
 // that decode summary.json further themselves (merge, shrink, baseline).
 std::optional<nlohmann::json> load_json_object(const std::string& path, StoredError* err);
+// The same, of text already read (`file` names it in errors).
+std::optional<nlohmann::json> parse_json_object(std::string_view text, const std::string& file, StoredError* err);
 
 // The deepest nesting of arrays and objects in JSON text (strings skipped),
 // stopping early once past `limit`; and the 1-based line where it got there.

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -135,10 +137,16 @@ std::string sigterm_check(const std::vector<std::string>& command, const std::st
 
 }  // namespace
 
-std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& command, const std::string& exe) {
+std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& command, const std::string& exe,
+                                            std::string* failure) {
   std::vector<SubjectCheckLine> out;
   char tmpl[] = "/tmp/shmstress-subject-check-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
+  if (::mkdtemp(tmpl) == nullptr) {
+    // Never fall back to /tmp itself: the directory is removed at the end.
+    *failure = std::string("cannot make a scratch directory under /tmp: ") + std::strerror(errno);
+    return out;
+  }
+  const std::string dir = tmpl;
   const auto shm_before = names_in("/dev/shm");
   const auto tmp_before = names_in("/tmp");
 

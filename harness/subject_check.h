@@ -3,6 +3,10 @@
 // well-formed, every invoke is closed, the program stays inside the trial's
 // names (nothing new in the machine's /dev/shm or /tmp), and that it exits
 // promptly on SIGTERM. Each check is a line: PASS or FAIL with what was seen.
+//
+// Everything it creates lives in one directory it makes for itself under
+// /tmp (mkdtemp) and removes at the end; if that directory cannot be made it
+// runs nothing and removes nothing (never /tmp itself).
 #pragma once
 
 #include <string>
@@ -17,6 +21,9 @@ struct SubjectCheckLine {
 };
 
 // `exe` is this binary (for its supervisor); `command` the subject's argv.
-std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& command, const std::string& exe);
+// Empty, with *failure saying why, if the harness cannot check at all (its
+// scratch directory cannot be made): the environment, exit 3.
+std::vector<SubjectCheckLine> subject_check(const std::vector<std::string>& command, const std::string& exe,
+                                            std::string* failure);
 
 }  // namespace harness

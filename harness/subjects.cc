@@ -59,6 +59,22 @@ std::vector<std::string> split_words(const std::string& cmd) {
   return argv;
 }
 
+std::vector<std::string> absolute_command(std::vector<std::string> argv, const std::vector<std::string>& bases) {
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    std::string& a = argv[i];
+    if (a.empty() || a.front() == '/' || (i == 0 && a.find('/') == std::string::npos)) continue;
+    for (const auto& base : bases) {
+      std::error_code ec;
+      const fs::path p = fs::path(base) / a;
+      if (fs::exists(p, ec)) {
+        a = fs::absolute(p, ec).lexically_normal().string();
+        break;
+      }
+    }
+  }
+  return argv;
+}
+
 namespace {
 
 // execve's view of one file: a regular, executable file, or why not.
@@ -201,6 +217,7 @@ std::optional<SubjectInfo> resolve_subject(const std::string& spec, const std::v
       *err = "subject '" + spec + "': " + *err;
       return std::nullopt;
     }
+    s.command = absolute_command(std::move(s.command), {fs::current_path().string()});
     return s;
   }
   for (auto& s : list_subjects(search_from)) {
@@ -214,6 +231,11 @@ std::optional<SubjectInfo> resolve_subject(const std::string& spec, const std::v
              "\" is not a tmpfs size like \"4g\" or \"512m\" (4k..64g)";
       return std::nullopt;
     }
+    // subjects/<name>/subject.toml: its command's paths are relative to
+    // where shmstress runs, or else to the dir holding subjects/.
+    s.command = absolute_command(
+        std::move(s.command),
+        {fs::current_path().string(), fs::path(s.file).parent_path().parent_path().parent_path().string()});
     return s;
   }
   *err = "unknown subject '" + spec + "' (native, exec:CMD, or a name with subjects/<name>/subject.toml)";

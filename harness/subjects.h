@@ -33,6 +33,13 @@ std::vector<std::string> split_words(const std::string& cmd);
 // between 4k and 64g ("4g", "512m").
 bool valid_tmpfs_size(const std::string& size);
 
+// Workers start in their own dir in the trial (docs/worker-protocol.md), so a
+// command's relative paths are made absolute once, here: the program, and
+// every argument that names an existing file or dir, against the first of
+// `bases` where it exists (where shmstress was started, then, for a named
+// subject, the dir holding its subjects/). Other arguments stay as written.
+std::vector<std::string> absolute_command(std::vector<std::string> argv, const std::vector<std::string>& bases);
+
 // Whether the supervisor's execve(argv[0], ...) can start this program: it
 // does not search PATH, so argv[0] is a path (relative to the harness's
 // working directory); it must be a regular, executable file that is an ELF

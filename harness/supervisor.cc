@@ -32,6 +32,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "events.h"
 
@@ -76,7 +77,7 @@ struct ChildSetup {
   long nofile = -1;
   int report_fd = -1;
   int mnt_ns_fd = -1;  // >= 0: enter this mount namespace (a container's, with its own /proc)
-  int cwd_fd = -1;     // where to be after entering it (setns moves us to its root)
+  int cwd_fd = -1;     // the worker's own dir (<trial>/<label>): where it starts, after any setns
 };
 
 // What a worker's process must be before exec: the leader of its own process
@@ -98,7 +99,8 @@ struct ChildSetup {
   // It stays out of the terminal's foreground group like the supervisor.
   if (::setpgid(0, 0) != 0) die(110);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != c.parent) die(111);
-  if (c.mnt_ns_fd >= 0 && (::setns(c.mnt_ns_fd, CLONE_NEWNS) != 0 || ::fchdir(c.cwd_fd) != 0)) die(118);
+  if (c.mnt_ns_fd >= 0 && ::setns(c.mnt_ns_fd, CLONE_NEWNS) != 0) die(118);
+  if (c.cwd_fd >= 0 && ::fchdir(c.cwd_fd) != 0) die(119);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -292,12 +294,12 @@ class Supervisor {
     if (!log_.ok()) return 3;
     ::chmod((trial_dir_ + "/history.jsonl").c_str(), 0666);  // workers may run as another uid
     isolate();
+    if (isolation_ == "name-root") shared_before_ = shm_entries();
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, nullptr);
-    cwd_fd_ = ::open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 
     start_ = mono_ns();
     prev_look_wait_ = cpu_wait_ns();
@@ -470,12 +472,28 @@ class Supervisor {
       }
       box = &it->second;
     }
-    int out = ::open((dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int err = ::open((dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // O_APPEND: once cap_logs() cuts a log, what the worker writes next goes
+    // after the cut, not into a hole at its old offset. O_NOFOLLOW: a worker
+    // of an earlier spawn may have put a symlink there (it runs in this dir).
+    int out = ::open((dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int err = ::open((dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // cap_logs() works on these files through fds of its own, never by path:
+    // the worker may rename them or put a symlink in their place.
+    for (int fd : {out, err}) {
+      if (fd >= 0) logs_.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    }
     if (out < 0 || err < 0) {
       log_.emit({{"type", "harness-error"}, {"message", "cannot open the logs of " + label + ": " + std::strerror(errno)}});
       if (out >= 0) ::close(out);
       if (err >= 0) ::close(err);
+      return -1;
+    }
+    // It starts in its own dir (docs/worker-protocol.md): a subject's
+    // relative writes land in the trial, not where shmstress was started.
+    const int own_dir = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (own_dir < 0) {
+      log_.emit({{"type", "harness-error"}, {"message", "cannot open the dir of " + label + ": " + std::strerror(errno)}});
+      ::close(out), ::close(err);
       return -1;
     }
     int report[2];
@@ -493,12 +511,12 @@ class Supervisor {
     c.nofile = w ? w->nofile : -1;
     c.report_fd = report[1];
     c.mnt_ns_fd = box ? box->mnt_ns_fd : -1;
-    c.cwd_fd = cwd_fd_;
+    c.cwd_fd = own_dir;
     // A container's worker is forked into its pid namespace (our children's
     // namespace for this one fork), so it stays our child to reap and signal.
     if (box && ::setns(box->pid_ns_fd, CLONE_NEWPID) != 0) {
       log_.emit({{"type", "harness-error"}, {"message", "cannot enter container " + std::to_string(w->container) + ": " + std::strerror(errno)}});
-      ::close(out), ::close(err);
+      ::close(out), ::close(err), ::close(own_dir);
       if (report[0] >= 0) ::close(report[0]), ::close(report[1]);
       return -1;
     }
@@ -507,6 +525,7 @@ class Supervisor {
     if (box) ::setns(self_pid_ns_fd_, CLONE_NEWPID);
     ::close(out);
     ::close(err);
+    ::close(own_dir);
     if (report[1] >= 0) ::close(report[1]);
     if (pid < 0) {
       log_.emit({{"type", "harness-error"}, {"message", "fork failed for " + label + ": " + std::strerror(errno)}});
@@ -1131,6 +1150,7 @@ class Supervisor {
       poll_tracked();
       watch_teardowns();
       run_timers();
+      cap_logs(false);
       if (!any_worker_alive()) {
         if (!gate_open_) open_gate("no-workers");
         return;
@@ -1567,7 +1587,10 @@ class Supervisor {
       pid_t holder = -1;
       if (!sd.held_by.empty()) {
         holder = hold_lock(path, sd.held_by == "inherited");
-        if (holder <= 0) continue;
+        if (holder <= 0) {
+          log_.emit({{"type", "harness-error"}, {"message", "cannot hold the lock " + path + ": it is held already"}});
+          continue;
+        }
         helpers_.push_back(holder);
         detail["held_by"] = sd.held_by;
         detail["holder_pid"] = holder;
@@ -1611,7 +1634,8 @@ class Supervisor {
     if (child == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       int fd = ::open(path.c_str(), O_RDWR);
-      if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+      // Never waits: a lock someone holds already is refused, not a hang.
+      if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) ::_exit(1);
       if (inherited) {
         pid_t grandchild = ::fork();
         if (grandchild == 0) {
@@ -1733,6 +1757,19 @@ class Supervisor {
     }
   }
 
+  // Names in /dev/shm with their inodes.
+  static std::map<std::string, ino_t> shm_entries() {
+    std::map<std::string, ino_t> out;
+    if (DIR* d = ::opendir("/dev/shm")) {
+      while (auto* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") out.emplace(std::move(n), e->d_ino);
+      }
+      ::closedir(d);
+    }
+    return out;
+  }
+
   bool is_container_init(pid_t p) const {
     for (const auto& [id, box] : containers_) {
       if (box.init == p) return true;
@@ -1762,6 +1799,27 @@ class Supervisor {
     struct stat st{};
     if (::lstat(path.c_str(), &st) != 0) return -1;
     return st.st_uid != ::geteuid() ? static_cast<int>(st.st_uid) : -1;
+  }
+
+  // A worker's stdout/stderr.log holds at most kMaxWorkerLogBytes and then a
+  // line saying it was cut: a subject that prints without end must not fill
+  // the disk (one trial dir reached 201 MB). Checked every 100 ms while the
+  // trial runs and once more when every writer is gone (`final`).
+  void cap_logs(bool final) {
+    static constexpr off_t kMaxWorkerLogBytes = off_t{1} << 20;
+    static const std::string kMark =
+        "\n[shmstress: log cut at " + std::to_string(kMaxWorkerLogBytes) + " bytes; the worker wrote more]\n";
+    const std::int64_t now = mono_ns();
+    if (!final && now < next_log_check_) return;
+    next_log_check_ = now + 100'000'000;
+    for (auto& log : logs_) {
+      struct stat st{};
+      if (log.fd < 0 || ::fstat(log.fd, &st) != 0 || st.st_size <= kMaxWorkerLogBytes) continue;
+      if (log.cut && st.st_size == kMaxWorkerLogBytes + static_cast<off_t>(kMark.size())) continue;
+      if (::ftruncate(log.fd, kMaxWorkerLogBytes) != 0) continue;
+      (void)!::write(log.fd, kMark.data(), kMark.size());
+      log.cut = true;
+    }
   }
 
   void audit() {
@@ -1806,6 +1864,18 @@ class Supervisor {
       if (!fresh && round > 5) break;
     }
     Json shm = Json::array(), locks = Json::array();
+    // In the shared /dev/shm, outside the trial's root: new since the trial
+    // began (a subject that ignores SHMSTRESS_ROOT, a daemon it left). Not
+    // provably the trial's (with --allow-shared-shm other programs share
+    // it), so reported, never removed.
+    Json shared_new = Json::array();
+    if (isolation_ == "name-root") {
+      for (const auto& [n, ino] : shm_entries()) {
+        auto before = shared_before_.find(n);
+        if (n.rfind(root_, 0) == 0 || n.rfind("shmstress.", 0) == 0) continue;  // ours, or another trial's
+        if (before == shared_before_.end() || before->second != ino) shared_new.push_back(n);
+      }
+    }
     std::map<int, Json> foreign;  // uid -> names another user's workers left
     const bool uid_faults = std::any_of(plan_.workers.begin(), plan_.workers.end(), [](const WorkerPlan& w) { return w.uid >= 0; });
     auto note_owner = [&](const std::string& path, const std::string& name) {
@@ -1848,7 +1918,8 @@ class Supervisor {
     Json audit = {{"type", "audit"}, {"leftover_shm", shm}, {"leftover_locks", locks}, {"orphans", orphans},
                   {"straggler_wait_ms", wait_ns / 1'000'000}, {"stragglers_exited", settled_t.has_value()}};
     if (settled_t) audit["settled_t"] = *settled_t;
-    log_.emit(audit);
+    if (!shared_new.empty()) audit["shared_shm_new"] = shared_new;
+    log_.emit(std::move(audit));
     // The trial's own leftovers go now that they are on record (a mount namespace drops them anyway).
     if (isolation_ != "mount-namespace") {
       for (const auto& n : shm) ::shm_unlink(("/" + n.get<std::string>()).c_str());
@@ -1866,6 +1937,7 @@ class Supervisor {
         }
       }
     }
+    cap_logs(true);  // every writer is gone
   }
 
   const TrialPlan& plan_;
@@ -1876,6 +1948,21 @@ class Supervisor {
   std::string isolation_, root_, lock_dir_;
   std::string proc_error_;  // set if the trial's pid namespace has no /proc of its own
   std::map<pid_t, Worker> workers_;
+  std::map<std::string, ino_t> shared_before_;         // name-root: the shared /dev/shm as the trial began
+  // Every worker's stdout.log and stderr.log, as the fd cap_logs() cuts it
+  // through (the harness's own, O_APPEND; closed with the supervisor).
+  struct WorkerLog {
+    explicit WorkerLog(int f) : fd(f) {}
+    WorkerLog(WorkerLog&& o) noexcept : fd(std::exchange(o.fd, -1)), cut(o.cut) {}
+    WorkerLog& operator=(WorkerLog&&) = delete;
+    ~WorkerLog() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd = -1;
+    bool cut = false;  // cap_logs() has cut it and written the mark
+  };
+  std::vector<WorkerLog> logs_;
+  std::int64_t next_log_check_ = 0;
   std::map<std::string, std::string> base_env_;
   std::vector<pid_t> helpers_;                         // fault helpers holding lock files or reused pids
   std::set<std::string> lock_subdirs_;                 // lock dirs made for misconfigured ranks
@@ -1883,7 +1970,6 @@ class Supervisor {
   std::deque<WorkerPlan> replacements_;                // plans of replacement workers (stable addresses)
   std::vector<Timer> timers_;
   int self_pid_ns_fd_ = -1;
-  int cwd_fd_ = -1;
   int ghost_count_ = 0;
   int tail_fd_ = -1;                                   // reading history.jsonl for event triggers
   std::map<pid_t, Tracked> tracked_;                   // processes of the trial we did not start, by our pid

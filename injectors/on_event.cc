@@ -11,7 +11,10 @@
 // worker = n: the event is one of that rank's loader worker #n, which is also
 // the target unless target_rank is given; target = "launcher": the signal
 // goes to the job's launcher; signal = "term" sends SIGTERM.
+
+#include <algorithm>
 #include <csignal>
+#include <iterator>
 
 #include "injector.h"
 
@@ -28,6 +31,25 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   auto colon = after.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == after.size()) {
     return std::string("'after' must be TYPE:OP, e.g. \"ok:acquire\"");
+  }
+  // A trigger that names nothing a worker logs never fires: refused here.
+  const std::string type = after.substr(0, colon), what = after.substr(colon + 1);
+  if (type == "point") {
+    if (auto e = check_failpoint("after", what)) return e;
+  } else if (type == "invoke" || type == "ok" || type == "fail") {
+    // The native worker's and the Streaming adapter's ops (docs/worker-protocol.md),
+    // a loader worker's iterate, and a pool subject's (docs/joblib.md).
+    static const char* const kOps[] = {"acquire", "release", "barrier", "barrier_attach", "barrier_detach",
+                                       "clean",   "segment", "witness", "iterate", "pool",
+                                       "mapped",  "folder",  "file",    "chmod",   "track",
+                                       "remove"};
+    if (std::find(std::begin(kOps), std::end(kOps), what) == std::end(kOps)) {
+      return "'after' = \"" + after + "\": '" + what +
+             "' is no operation of the worker protocol (acquire, release, barrier, barrier_attach, barrier_detach, "
+             "clean, segment, witness, iterate; a pool subject's pool, mapped, folder, file, chmod, track, remove)";
+    }
+  } else {
+    return "'after' = \"" + after + "\": '" + type + "' is no event a worker logs (invoke, ok, fail or point)";
   }
   FaultSpec who = f;
   if (!who.params.contains("job")) who.params["job"] = 0;

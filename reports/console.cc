@@ -1,12 +1,18 @@
 #include <chrono>
 #include <map>
 
+#include "harness/scenario.h"
 #include "reports/reports.h"
 
 namespace reports {
 namespace {
 
 const char* paint(bool color, const char* code) { return color ? code : ""; }
+
+// Everything a run's files or a subject said (problems, reasons, names a
+// subject left, dirs, commands) reaches the terminal through this: an escape
+// sequence in it is shown, never obeyed.
+std::string screen(std::string_view s) { return harness::printable_text(s); }
 
 std::string fmt_secs(double s) {
   char buf[32];
@@ -104,7 +110,7 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
                       : cell.worst == Verdict::kInvalid ? "\033[31m"
                       : cell.worst == Verdict::kUnknown ? "\033[33m"
                                                         : "\033[32m";
-      std::fprintf(out, "%-28s %-26s %7llu %9llu  %s%s%s\n", s.c_str(), inv.c_str(), static_cast<unsigned long long>(row.trials),
+      std::fprintf(out, "%-28s %-26s %7llu %9llu  %s%s%s\n", screen(s).c_str(), screen(inv).c_str(), static_cast<unsigned long long>(row.trials),
                    static_cast<unsigned long long>(cell.failing), paint(color, c), cell_label(cell).c_str(),
                    paint(color, "\033[0m"));
     }
@@ -113,9 +119,9 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   for (const auto& [s, st] : r.tally.scenarios()) {
     for (const auto& [inv, cell] : st.invariants) {
       if (cell.excused.empty()) continue;
-      std::fprintf(out, "\nexcused: %s %s (%s in %llu trials, not counted): %s\n", s.c_str(), inv.c_str(),
+      std::fprintf(out, "\nexcused: %s %s (%s in %llu trials, not counted): %s\n", screen(s).c_str(), screen(inv).c_str(),
                    harness::verdict_name(cell.worst), static_cast<unsigned long long>(cell.not_valid()),
-                   cell.excused.c_str());
+                   screen(cell.excused).c_str());
     }
   }
   // Every (trial, invariant) that was not valid, the first 20 in detail; the
@@ -126,10 +132,10 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
       if (c.verdict == Verdict::kValid || !c.excused.empty() || shown >= 20) continue;
       ++shown;
       std::fprintf(out, "\n%s%s%s %s trial %d (seed %llu): %s\n", paint(color, "\033[1m"), harness::verdict_name(c.verdict),
-                   paint(color, "\033[0m"), t.scenario.c_str(), t.trial, static_cast<unsigned long long>(t.seed),
-                   c.invariant.c_str());
-      for (std::size_t i = 0; i < c.problems.size() && i < 5; ++i) std::fprintf(out, "  %s\n", c.problems[i].c_str());
-      std::fprintf(out, "  trial dir: %s\n  reproduce: %s\n", t.dir.c_str(), t.reproduce.c_str());
+                   paint(color, "\033[0m"), screen(t.scenario).c_str(), t.trial, static_cast<unsigned long long>(t.seed),
+                   screen(c.invariant).c_str());
+      for (std::size_t i = 0; i < c.problems.size() && i < 5; ++i) std::fprintf(out, "  %s\n", screen(c.problems[i]).c_str());
+      std::fprintf(out, "  trial dir: %s\n  reproduce: %s\n", screen(t.dir).c_str(), screen(t.reproduce).c_str());
     }
   }
   std::uint64_t listed_lines = 0;
@@ -148,39 +154,41 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
   for (const auto& t : r.listed) {
     if (!t.harness_error) continue;
     ++errors_shown;
-    std::fprintf(out, "\nharness error in %s trial %d: %s\n", t.scenario.c_str(), t.trial, t.harness_error_text.c_str());
+    std::fprintf(out, "\nharness error in %s trial %d: %s\n", screen(t.scenario).c_str(), t.trial,
+                 screen(t.harness_error_text).c_str());
   }
   if (r.tally.harness_errors() > errors_shown) {
     std::fprintf(out, "\n(%llu more harness errors past the --max-kept cap)\n",
                  static_cast<unsigned long long>(r.tally.harness_errors() - errors_shown));
   }
   for (const auto& [s, st] : r.tally.scenarios()) {
-    if (st.unavailable > 0) std::fprintf(out, "\nskipped %s: subject not available: %s\n", s.c_str(), st.last_unavailable.c_str());
+    if (st.unavailable > 0) std::fprintf(out, "\nskipped %s: subject not available: %s\n", screen(s).c_str(),
+                                     screen(st.last_unavailable).c_str());
   }
   // Events that did not fit the protocol: those trials are at best unknown.
   std::uint64_t history_shown = 0;
   for (const auto& t : r.listed) {
     if (t.history_error_count == 0 || history_shown >= 10) continue;
     ++history_shown;
-    std::fprintf(out, "\nhistory errors in %s trial %d (%zu; the trial is at best unknown):\n", t.scenario.c_str(), t.trial,
+    std::fprintf(out, "\nhistory errors in %s trial %d (%zu; the trial is at best unknown):\n", screen(t.scenario).c_str(), t.trial,
                  t.history_error_count);
-    for (std::size_t i = 0; i < t.history_errors.size() && i < 3; ++i) std::fprintf(out, "  %s\n", t.history_errors[i].c_str());
-    if (!t.dir.empty()) std::fprintf(out, "  trial dir: %s\n", t.dir.c_str());
+    for (std::size_t i = 0; i < t.history_errors.size() && i < 3; ++i) std::fprintf(out, "  %s\n", screen(t.history_errors[i]).c_str());
+    if (!t.dir.empty()) std::fprintf(out, "  trial dir: %s\n", screen(t.dir).c_str());
   }
   for (const auto& [s, st] : r.tally.scenarios()) {
     if (st.history_error_trials > 0) {
-      std::fprintf(out, "\n%s: history errors in %llu of %llu trials, first: %s\n", s.c_str(),
+      std::fprintf(out, "\n%s: history errors in %llu of %llu trials, first: %s\n", screen(s).c_str(),
                    static_cast<unsigned long long>(st.history_error_trials), static_cast<unsigned long long>(st.trials),
-                   st.first_history_error.c_str());
+                   screen(st.first_history_error).c_str());
     }
   }
   for (const auto& [s, st] : r.tally.scenarios()) {
     if (st.expected.empty()) continue;
     const char* c = st.expectation_met() ? "\033[32m" : "\033[33m";
-    std::fprintf(out, "\nexpectation %s: %s%s%s\n", s.c_str(), paint(color, c), expectation_line(st).c_str(),
+    std::fprintf(out, "\nexpectation %s: %s%s%s\n", screen(s).c_str(), paint(color, c), screen(expectation_line(st)).c_str(),
                  paint(color, "\033[0m"));
   }
-  for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", m.c_str());
+  for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", screen(m).c_str());
   console_buckets(out, r, color);
   const auto& bt = r.tally.buckets();
   std::string triage;
@@ -204,11 +212,11 @@ void console_buckets(std::FILE* out, const harness::RunResult& r, bool color) {
       if (shown++ >= 20) break;
       std::fprintf(out, "  %s%-5s%s %6llu trials (%d..%d)  %s\n", paint(color, b->known ? "\033[33m" : "\033[1;31m"),
                    b->known ? "known" : "NEW", paint(color, "\033[0m"), static_cast<unsigned long long>(b->trials),
-                   b->first_trial, b->last_trial, b->fingerprint.c_str());
-      std::fprintf(out, "        %s\n", b->example_problem.c_str());
-      if (b->known) std::fprintf(out, "        known: %s\n", b->known_reason.c_str());
-      std::fprintf(out, "        reproduce: %s\n", b->reproduce.c_str());
-      if (!b->shrunk.empty()) std::fprintf(out, "        shrunk: %s\n", b->shrunk.c_str());
+                   b->first_trial, b->last_trial, screen(b->fingerprint).c_str());
+      std::fprintf(out, "        %s\n", screen(b->example_problem).c_str());
+      if (b->known) std::fprintf(out, "        known: %s\n", screen(b->known_reason).c_str());
+      std::fprintf(out, "        reproduce: %s\n", screen(b->reproduce).c_str());
+      if (!b->shrunk.empty()) std::fprintf(out, "        shrunk: %s\n", screen(b->shrunk).c_str());
     }
     if (buckets.size() > 20) std::fprintf(out, "  (%zu more buckets in summary.json)\n", buckets.size() - 20);
     if (bt.overflow() > 0)
@@ -217,10 +225,10 @@ void console_buckets(std::FILE* out, const harness::RunResult& r, bool color) {
   }
   if (const harness::Baseline* base = bt.baseline()) {
     for (const auto* k : r.known_not_recurred())
-      std::fprintf(out, "known, did not recur: %s (%s)\n", k->fingerprint.c_str(), k->reason.c_str());
+      std::fprintf(out, "known, did not recur: %s (%s)\n", screen(k->fingerprint).c_str(), screen(k->reason).c_str());
     for (const auto& k : base->expired)
       std::fprintf(out, "baseline entry expired %s, counts as new again: %s (%s)\n",
-                   harness::day_text(*k.expires).c_str(), k.fingerprint.c_str(), k.reason.c_str());
+                   harness::day_text(*k.expires).c_str(), screen(k.fingerprint).c_str(), screen(k.reason).c_str());
   }
 }
 

@@ -229,8 +229,7 @@ TEST(JUnit, ValidAgainstSchemaEvenWithHostileText) {
   r.subject = "native";
   TempDir dir;
   const std::string file = dir.path() + "/junit.xml";
-  std::string err;
-  ASSERT_TRUE(write_file_atomic(file, junit_xml(r), &err)) << err;
+  ASSERT_FALSE(harness::write_output(file, junit_xml(r), harness::OutputOrigin::kUser));
   auto [rc, out] = Shell(std::string(kXmllint) + " --noout --schema " + Schema() + " " + file);
   EXPECT_EQ(rc, 0) << out;
   auto [rc2, msg] =
@@ -299,30 +298,9 @@ TEST(JUnit, KnownBucketsAreSkippedNewOnesFailAndAbsentOnesPass) {
   if (::access(kXmllint, X_OK) != 0) GTEST_SKIP() << "xmllint not installed";
   TempDir dir;
   const std::string file = dir.path() + "/junit.xml";
-  std::string err;
-  ASSERT_TRUE(write_file_atomic(file, x, &err)) << err;
+  ASSERT_FALSE(harness::write_output(file, x, harness::OutputOrigin::kUser));
   auto [rc, out] = Shell(std::string(kXmllint) + " --noout --schema " + Schema() + " " + file);
   EXPECT_EQ(rc, 0) << out;
-}
-
-TEST(WriteFileAtomic, ReplacesWholeFileReadableByOthers) {
-  TempDir dir;
-  const std::string file = dir.path() + "/out.txt";
-  std::string err;
-  ASSERT_TRUE(write_file_atomic(file, "first", &err)) << err;
-  ASSERT_TRUE(write_file_atomic(file, "second", &err)) << err;
-  std::ifstream f(file);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  EXPECT_EQ(ss.str(), "second");
-  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
-            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                fs::perms::others_read);
-  int entries = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++entries;
-  EXPECT_EQ(entries, 1) << "a temp file was left behind";
-  EXPECT_FALSE(write_file_atomic(dir.path() + "/no/such/dir/x", "x", &err));
-  EXPECT_NE(err.find("no/such/dir"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -280,28 +280,27 @@ std::optional<double> read_metric(const std::string& path, const std::string& na
 
 namespace {
 
-bool write(const harness::RunResult& r, const std::string& path, MetricsOptions o,
-           std::string* err) {
+std::optional<harness::OutputError> write(const harness::RunResult& r, const std::string& path, MetricsOptions o) {
   o.now_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   o.previous_success = read_metric(path, "shmstress_last_success_timestamp_seconds", r.subject);
   o.previous_run = read_metric(path, "shmstress_last_run_timestamp_seconds", r.subject);
-  return write_file_atomic(path, metrics_text(r, o), err);
+  return harness::write_output(path, metrics_text(r, o), harness::OutputOrigin::kUser);
 }
 
 }  // namespace
 
-bool write_metrics(const harness::RunResult& r, const std::string& path, int exit_code,
-                   std::string* err) {
+std::optional<harness::OutputError> write_metrics(const harness::RunResult& r, const std::string& path,
+                                                  int exit_code) {
   MetricsOptions o;
   o.exit_code = exit_code;
-  return write(r, path, o, err);
+  return write(r, path, o);
 }
 
-bool write_metrics_live(const harness::RunResult& r, const std::string& path, std::string* err) {
+std::optional<harness::OutputError> write_metrics_live(const harness::RunResult& r, const std::string& path) {
   MetricsOptions o;
   o.in_progress = true;
-  return write(r, path, o, err);
+  return write(r, path, o);
 }
 
 namespace {
@@ -310,7 +309,7 @@ class LiveMetricsFile : public harness::RunSubscriber {
  public:
   explicit LiveMetricsFile(std::string path) : path_(std::move(path)) {}
   void trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) override {
-    (void)write_metrics_live(so_far, path_, nullptr);  // the final write (by the caller) reports failures
+    (void)write_metrics_live(so_far, path_);  // the final write (by the caller) reports failures
   }
 
  private:

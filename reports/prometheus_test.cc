@@ -357,19 +357,18 @@ TEST(Metrics, WriteKeepsTimestampsAcrossLiveAndFailingWrites) {
   TempDir dir;
   const std::string file = dir.path() + "/shmstress.prom";
   RunResult r = Sample2();
-  std::string err;
-  ASSERT_TRUE(write_metrics(r, file, 0, &err)) << err;
+  ASSERT_FALSE(write_metrics(r, file, 0));
   const std::string kSuccess = "shmstress_last_success_timestamp_seconds";
   const std::string kRun = "shmstress_last_run_timestamp_seconds";
   auto first = read_metric(file, kSuccess, "native");
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(read_metric(file, kRun, "native"), first);
-  ASSERT_TRUE(write_metrics_live(r, file, &err)) << err;  // a soak going on
+  ASSERT_FALSE(write_metrics_live(r, file));  // a soak going on
   EXPECT_EQ(read_metric(file, kSuccess, "native"), first);
   EXPECT_EQ(read_metric(file, kRun, "native"), first);
   EXPECT_EQ(read_metric(file, "shmstress_run_in_progress", "native"), 1);
   EXPECT_FALSE(read_metric(file, "shmstress_run_exit_code", "native").has_value());
-  ASSERT_TRUE(write_metrics(r, file, 1, &err)) << err;  // ... that found a violation
+  ASSERT_FALSE(write_metrics(r, file, 1));  // ... that found a violation
   EXPECT_EQ(read_metric(file, kSuccess, "native"), first);
   EXPECT_GE(*read_metric(file, kRun, "native"), *first);
   EXPECT_EQ(read_metric(file, "shmstress_run_in_progress", "native"), 0);
@@ -386,8 +385,7 @@ TEST(Metrics, PromtoolAccepts) {
   const std::string file = dir.path() + "/m.prom";
   MetricsOptions o;
   o.now_s = 1700000000;
-  std::string err;
-  ASSERT_TRUE(write_file_atomic(file, metrics_text(Sample2(), o), &err)) << err;
+  ASSERT_FALSE(harness::write_output(file, metrics_text(Sample2(), o), harness::OutputOrigin::kUser));
   std::string out;
   FILE* p = ::popen((std::string(promtool) + " check metrics < " + file + " 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);

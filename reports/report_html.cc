@@ -229,9 +229,8 @@ std::string report_html(const harness::RunResult& r) {
   return h;
 }
 
-bool write_report_html(const harness::RunResult& r, const std::string& path) {
-  std::string err;
-  return write_file_atomic(path, report_html(r), &err);
+std::optional<harness::OutputError> write_report_html(const harness::RunResult& r, const std::string& path) {
+  return harness::write_output(path, report_html(r), harness::OutputOrigin::kDerived);
 }
 
 }  // namespace reports

@@ -16,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "harness/files.h"
 #include "harness/history.h"
 #include "harness/results.h"
 #include "harness/run_events.h"
@@ -25,8 +26,9 @@ namespace reports {
 
 // summary.json (DESIGN.md §6-7).
 nlohmann::json summary_json(const harness::RunResult& r);
-// Writes summary.json atomically (temp + rename).
-bool write_summary(const harness::RunResult& r, const std::string& path);
+// Writes summary.json (harness::write_output: a derived path, replaced
+// atomically). nullopt once written.
+std::optional<harness::OutputError> write_summary(const harness::RunResult& r, const std::string& path);
 // Subscriber: rewrites the run dir's summary.json after every trial (a
 // --duration soak), so a soak killed by SIGKILL still leaves one.
 std::shared_ptr<harness::RunSubscriber> live_summary();
@@ -56,7 +58,7 @@ std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r);
 
 // report.html: the whole run on one self-contained page (report_html.cc).
 std::string report_html(const harness::RunResult& r);
-bool write_report_html(const harness::RunResult& r, const std::string& path);
+std::optional<harness::OutputError> write_report_html(const harness::RunResult& r, const std::string& path);
 
 // Console: a live progress line (TTY) or periodic plain lines, and the final table.
 using Progress = harness::Progress;
@@ -68,13 +70,6 @@ void console_buckets(std::FILE* out, const harness::RunResult& r, bool color);
 // Subscriber: the progress line, at most every 200 ms on a TTY (else a plain
 // line every 5 s), always the final one, then a line break on a TTY.
 std::shared_ptr<harness::RunSubscriber> progress_line(std::FILE* out, bool tty, bool color);
-
-// --- files.cc ---------------------------------------------------------------
-// Writes `text` to `path` so that a reader (node_exporter, a CI plugin, a
-// browser) sees either the old file or the whole new one, never a torn one:
-// a temp file in the same directory, fsync, chmod 0644, rename. On failure
-// returns false with a message in *err and leaves no temp file behind.
-bool write_file_atomic(const std::string& path, const std::string& text, std::string* err);
 
 // --- junit.cc: JUnit XML (docs/reports.md) ------------------------------------
 // One <testsuite> per scenario, one <testcase> per (scenario, invariant):
@@ -141,12 +136,13 @@ const std::vector<double>& latency_buckets_s();
 std::optional<double> read_metric(const std::string& path, const std::string& name,
                                   const std::string& subject);
 // The end of a run: metrics_text with now = the wall clock, carrying the
-// previous timestamps over from `path`, written with write_file_atomic.
-bool write_metrics(const harness::RunResult& r, const std::string& path, int exit_code,
-                   std::string* err);
+// previous timestamps over from `path` (named by the user: written with
+// harness::write_output, OutputOrigin::kUser). nullopt once written.
+std::optional<harness::OutputError> write_metrics(const harness::RunResult& r, const std::string& path,
+                                                  int exit_code);
 // The same while the run goes on (shmstress_run_in_progress 1): safe to call
 // after every trial of a soak, as summary.json is.
-bool write_metrics_live(const harness::RunResult& r, const std::string& path, std::string* err);
+std::optional<harness::OutputError> write_metrics_live(const harness::RunResult& r, const std::string& path);
 // Subscriber: write_metrics_live after every trial (a --duration soak).
 std::shared_ptr<harness::RunSubscriber> live_metrics_file(const std::string& path);
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "harness/triage.h"
 #include "reports/reports.h"
@@ -263,15 +262,8 @@ Json summary_json(const harness::RunResult& r) {
   return j;
 }
 
-bool write_summary(const harness::RunResult& r, const std::string& path) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    if (!f) return false;
-    f << summary_json(r).dump(2) << "\n";
-    if (!f) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
+std::optional<harness::OutputError> write_summary(const harness::RunResult& r, const std::string& path) {
+  return harness::write_output(path, summary_json(r).dump(2) + "\n", harness::OutputOrigin::kDerived);
 }
 
 std::shared_ptr<harness::RunSubscriber> live_summary() { return std::make_shared<LiveSummary>(); }

@@ -5,6 +5,8 @@
 // within the sketch's relative error.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <random>
 
@@ -287,8 +289,9 @@ TEST(SummaryRead, RoundTripsTheRun) {
   rb.out_dir = r.out_dir;
   for (const RunResult* run : {&r, &rb}) {
     const nlohmann::json want = summary_json(*run);
-    auto back = read_summary(want);
-    ASSERT_TRUE(back) << back.error();
+    std::string err;
+    auto back = read_summary(want, &err);
+    ASSERT_TRUE(back) << err;
     nlohmann::json got = summary_json(*back);
     for (auto* j : {&got, const_cast<nlohmann::json*>(&want)}) {
       for (const char* k : {"violations", "unknown", "skipped", "harness_errors"}) {
@@ -306,15 +309,41 @@ TEST(SummaryRead, NamesTheKeyThatIsWrong) {
   RunResult r = MakeRun(Trials(20, 1, 5), 0);
   nlohmann::json j = summary_json(r);
   j["tally"]["scenarios"]["basic"]["trials"] = "many";
-  auto back = read_summary(j);
-  ASSERT_FALSE(back);
-  EXPECT_EQ(back.error(), "tally.scenarios.basic.trials has the wrong type (string)");
+  std::string err;
+  ASSERT_FALSE(read_summary(j, &err));
+  EXPECT_EQ(err, "tally.scenarios.basic.trials has the wrong type (string)");
   j = summary_json(r);
   j.erase("tally");
-  EXPECT_NE(read_summary(j).error().find("no \"tally\""), std::string::npos);
+  EXPECT_FALSE(read_summary(j, &err));
+  EXPECT_NE(err.find("no \"tally\""), std::string::npos);
   j = summary_json(r);
   j["shard"] = "3/2";
-  EXPECT_EQ(read_summary(j).error(), "summary.shard '3/2' is not i/n");
+  EXPECT_FALSE(read_summary(j, &err));
+  EXPECT_EQ(err, "summary.shard '3/2' is not i/n");
+}
+
+// What merge adds up must fit: a shard count, a count or a trial index past
+// what any run reaches is refused with its key, never allocated, summed past
+// 2^64 or wrapped to another index.
+TEST(SummaryRead, RefusesCountsAndIndicesThatWouldOverflowAMerge) {
+  RunResult r = MakeRun(Trials(20, 1, 5), 0);
+  std::string err;
+  nlohmann::json j = summary_json(r);
+  j["shard"] = "0/2000000000";
+  EXPECT_FALSE(read_summary(j, &err));
+  EXPECT_EQ(err, "summary.shard '0/2000000000': more than 100000 shards");
+  j = summary_json(r);
+  j["tally"]["totals"]["trials"] = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_FALSE(read_summary(j, &err));
+  EXPECT_EQ(err, "tally.totals.trials = 18446744073709551615 is past any run's count (at most 2^40)");
+  j = summary_json(r);
+  ASSERT_FALSE(j["violations"].empty());
+  j["violations"][0]["trial"] = std::uint64_t{1} << 32;
+  EXPECT_FALSE(read_summary(j, &err));
+  EXPECT_EQ(err, "summary.violations[0].trial = 4294967296 is out of range");
+  j = summary_json(r);
+  j["violations"][0]["seed"] = std::numeric_limits<std::uint64_t>::max();  // a seed is any 64-bit value
+  EXPECT_TRUE(read_summary(j, &err)) << err;
 }
 
 // What `report` reads back from summary.json (harness/stored.h) decodes what

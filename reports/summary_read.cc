@@ -3,9 +3,12 @@
 // run kept them (the "tally" object), the buckets, the baseline the run
 // classified them with, and the listed failing trials; every value is checked
 // once, here, and an error names the key.
+#include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <stdexcept>
 
-#include "harness/baseline.h"
+#include "harness/known.h"
 #include "reports/reports.h"
 #include "reports/summary_read.h"
 
@@ -20,11 +23,39 @@ struct Bad : std::runtime_error {
 
 const char* kind_of(const Json& j) { return j.type_name(); }
 
-// o[key] as T, or Bad naming where.key.
+// A count no run reaches (2^40: a trial a microsecond for twelve days, a
+// million times over). Every count is at most this, so the sums of up to
+// 100000 shards (run --shard's limit) fit in 64 bits: merge never overflows.
+constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 40;
+constexpr int kMaxShards = 100000;
+
+// Keys whose unsigned value is a seed (any 64-bit value), not a count.
+bool is_seed_key(const std::string& key) { return key == "seed" || key == "run_seed" || key == "example_seed"; }
+
+std::uint64_t count_value(std::uint64_t v, const std::string& where) {
+  if (v > kMaxCount) throw Bad(where + " = " + std::to_string(v) + " is past any run's count (at most 2^40)");
+  return v;
+}
+
+// o[key] as T, or Bad naming where.key. Integers must fit T (a trial index
+// past 2^31 is refused, never wrapped); unsigned counts are at most kMaxCount.
 template <class T>
 T need(const Json& o, const std::string& key, const std::string& where) {
   if (!o.is_object() || !o.contains(key)) throw Bad(where + "." + key + " is missing");
   const Json& v = o[key];
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number_integer()) {
+      const bool fits = v.is_number_unsigned()
+                            ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                            : v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                                  (std::is_unsigned_v<T> ||
+                                   v.get<std::int64_t>() <= static_cast<std::int64_t>(std::numeric_limits<T>::max()));
+      if (!fits) throw Bad(where + "." + key + " = " + v.dump() + " is out of range");
+      if constexpr (std::is_unsigned_v<T>) {
+        if (v.is_number_unsigned() && !is_seed_key(key)) (void)count_value(v.get<std::uint64_t>(), where + "." + key);
+      }
+    }
+  }
   try {
     if constexpr (std::is_same_v<T, std::string>) {
       if (!v.is_string()) throw Bad("");
@@ -80,9 +111,16 @@ std::map<std::string, std::uint64_t> counts(const Json& o, const std::string& ke
   std::map<std::string, std::uint64_t> out;
   for (const auto& [k, v] : object(o, key, where).items()) {
     if (!v.is_number_unsigned()) throw Bad(where + "." + key + "." + k + " is not a count");
-    out[k] = v.get<std::uint64_t>();
+    out[k] = count_value(v.get<std::uint64_t>(), where + "." + key + "." + k);
   }
   return out;
+}
+
+// A trial index: an int >= 0.
+int trial_index(const Json& o, const std::string& key, const std::string& where) {
+  const int v = need<int>(o, key, where);
+  if (v < 0) throw Bad(where + "." + key + " = " + std::to_string(v) + " is not a trial index");
+  return v;
 }
 
 harness::LatencyClasses classes(const Json& o, const std::string& key, const std::string& where) {
@@ -90,6 +128,7 @@ harness::LatencyClasses classes(const Json& o, const std::string& key, const std
   harness::LatencyClasses l;
   const std::string w = where + "." + key;
   l.counts = need<std::vector<std::uint64_t>>(c, "counts", w);
+  for (auto n : l.counts) (void)count_value(n, w + ".counts");
   if (!l.counts.empty() && l.counts.size() != harness::latency_bounds_s().size())
     throw Bad(w + ".counts has " + std::to_string(l.counts.size()) + " classes, not " +
               std::to_string(harness::latency_bounds_s().size()));
@@ -108,6 +147,7 @@ harness::QuantileSketch sketch(const Json& o, const std::string& key, const std:
   if (j.contains("exact")) s.exact = need<std::vector<double>>(j, "exact", w);
   s.zeros = opt<std::uint64_t>(j, "zeros", w, 0);
   if (j.contains("buckets")) s.buckets = need<std::vector<std::pair<int, std::uint64_t>>>(j, "buckets", w);
+  for (const auto& [index, n] : s.buckets) (void)count_value(n, w + ".buckets");
   auto q = harness::QuantileSketch::from_state(s);
   if (!q) throw Bad(w + " is not a consistent quantile sketch");
   return *q;
@@ -182,7 +222,7 @@ harness::KnownFailure known(const Json& k, const std::string& where) {
 
 }  // namespace
 
-std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json& j) {
+std::optional<harness::RunResult> read_summary(const nlohmann::json& j, std::string* err) {
   try {
     if (!j.is_object()) throw Bad("not a JSON object");
     if (!j.contains("tally"))
@@ -199,11 +239,14 @@ std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json
     char extra;
     if (std::sscanf(shard.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n)
       throw Bad("summary.shard '" + shard + "' is not i/n");
+    if (n > kMaxShards) throw Bad("summary.shard '" + shard + "': more than " + std::to_string(kMaxShards) + " shards");
     r.shard_index = i;
     r.shard_count = n;
     r.out_dir = opt<std::string>(j, "out_dir", w, "");
     r.max_listed = opt<std::size_t>(j, "max_kept", w, 0);
     r.planned = opt<std::int64_t>(j, "planned", w, -1);
+    if (r.planned < -1 || r.planned > static_cast<std::int64_t>(kMaxCount))
+      throw Bad("summary.planned = " + std::to_string(r.planned) + " is out of range");
     r.duration_s = opt<double>(j, "duration_s", w, 0.0);
     if (j.contains("expect_reached"))
       r.expect_reached = need<std::map<std::string, std::vector<std::string>>>(j, "expect_reached", w);
@@ -246,11 +289,11 @@ std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json
       x.invariant = need<std::string>(b, "invariant", wb);
       x.scenario = need<std::string>(b, "scenario", wb);
       x.trials = need<std::uint64_t>(b, "trials", wb);
-      x.first_trial = need<int>(b, "first_trial", wb);
-      x.last_trial = need<int>(b, "last_trial", wb);
+      x.first_trial = trial_index(b, "first_trial", wb);
+      x.last_trial = trial_index(b, "last_trial", wb);
       x.shape = need<std::string>(b, "shape", wb);
       x.example_problem = need<std::string>(b, "problem", wb);
-      x.example_trial = need<int>(b, "example_trial", wb);
+      x.example_trial = trial_index(b, "example_trial", wb);
       x.example_seed = need<std::uint64_t>(b, "example_seed", wb);
       x.example_dir = need<std::string>(b, "trial_dir", wb);
       x.reproduce = need<std::string>(b, "reproduce", wb);
@@ -263,7 +306,7 @@ std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json
     // the order they first appear.
     std::map<std::pair<std::string, int>, std::size_t> at;
     auto trial_of = [&](const Json& e, const std::string& we) -> harness::TrialResult& {
-      const auto key = std::make_pair(need<std::string>(e, "scenario", we), need<int>(e, "trial", we));
+      const auto key = std::make_pair(need<std::string>(e, "scenario", we), trial_index(e, "trial", we));
       auto it = at.find(key);
       if (it == at.end()) {
         harness::TrialResult t;
@@ -331,9 +374,11 @@ std::expected<harness::RunResult, std::string> read_summary(const nlohmann::json
     }
     return r;
   } catch (const Bad& e) {
-    return std::unexpected(std::string(e.what()));
+    *err = e.what();
+    return std::nullopt;
   } catch (const std::exception& e) {  // nlohmann on a value it cannot convert
-    return std::unexpected(std::string(e.what()));
+    *err = e.what();
+    return std::nullopt;
   }
 }
 

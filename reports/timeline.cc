@@ -338,9 +338,15 @@ bool write_timeline(const harness::TrialResult& t, const harness::TrialMeta& met
   auto events = harness::parse_jsonl(*text, &errors);
   harness::History h = harness::build_history(events, meta, &errors);
   Json trace = timeline_trace(h, t);
-  return write_file_atomic(t.dir + "/timeline.json",
-                           trace.dump(1, ' ', false, Json::error_handler_t::replace) + "\n", err) &&
-         write_file_atomic(t.dir + "/timeline.html", timeline_html(trace), err);
+  for (const auto& [file, text] :
+       {std::pair{t.dir + "/timeline.json", trace.dump(1, ' ', false, Json::error_handler_t::replace) + "\n"},
+        std::pair{t.dir + "/timeline.html", timeline_html(trace)}}) {
+    if (auto e = harness::write_output(file, text, harness::OutputOrigin::kDerived)) {
+      if (err != nullptr) *err = e->message;
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace reports

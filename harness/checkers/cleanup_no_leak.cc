@@ -97,6 +97,16 @@ std::string creator_of(const History& h, const std::string& name) {
 
 CheckResult check_cleanup_no_leak(const History& h) {
   checks::Report rep("cleanup.no-leak");
+  // Without a private /dev/shm, what appeared in the machine's own outside
+  // the trial's root stays there for good: never lost silently, though
+  // nobody can tell the subject's from another program's.
+  if (!h.audit.shared_shm_new.empty()) {
+    std::string list;
+    for (const auto& n : h.audit.shared_shm_new) list += (list.empty() ? "" : ", ") + n;
+    rep.unknown(fmt::format("new in the shared /dev/shm during the trial, outside its name root, and still "
+                            "there (not removed: it may be another program's): {}",
+                            list));
+  }
   if (!h.meta.cleanup_step) {
     check_tracker_reaped(h, rep);
     return rep.take();

@@ -67,12 +67,12 @@ done
 # segments; `shmstress clean` reclaims every one of them.
 "$S" run scenarios/many-rounds.toml --no-mount-ns --duration 60s --out "$SCRATCH/named" >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 50); do [[ -n $(ls /dev/shm | grep "^shmstress\.$pid\.") ]] && break; sleep 0.1; done
-left_before=$(ls /dev/shm | grep -c "^shmstress\.$pid\." || true)
+for _ in $(seq 50); do [[ -n $(ls /dev/shm | grep "^shmstress\.$pid-") ]] && break; sleep 0.1; done
+left_before=$(ls /dev/shm | grep -c "^shmstress\.$pid-" || true)
 kill -KILL $pid
 wait $pid 2>/dev/null || true
 sleep 1
 "$S" clean >"$SCRATCH/clean.txt"
-left_after=$(ls /dev/shm | grep -c "^shmstress\.$pid\." || true)
+left_after=$(ls /dev/shm | grep -c "^shmstress\.$pid-" || true)
 (( left_after == 0 )) || fail "shmstress clean left $left_after segments of the killed run"
 echo "cli contract: ok (SIGINT stop took ${ms} ms; clean reclaimed $(grep -c '^removed' "$SCRATCH/clean.txt" || true) entries, $left_before seen before the kill)"

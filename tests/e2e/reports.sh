@@ -60,7 +60,7 @@ xmllint --noout --schema "$XSD" "$SCRATCH/ci/again.xml" 2>/dev/null || fail "rep
 
 # `replay` re-runs the trial's schedule (with the run's worker binary) and reproduces it.
 set +e
-"$S" replay "$trial" --times 3 >"$SCRATCH/replay.log" 2>&1
+"$S" replay "$trial" --times 3 --allow-stored-command >"$SCRATCH/replay.log" 2>&1
 rc=$?
 set -e
 grep -v "^trials " "$SCRATCH/replay.log" || true

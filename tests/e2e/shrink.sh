@@ -13,7 +13,7 @@ cleanup_safety_trial() {  # RUN_DIR -> the first trial dir its summary lists as 
 }
 trial=$(cleanup_safety_trial "$SCRATCH/run")
 [[ -n $trial ]] || fail "the known-bad variant produced no cleanup.safety trial to shrink"
-"$S" shrink "$trial" --invariant cleanup.safety --retries 3 --save "$SCRATCH/regress" >"$SCRATCH/shrink.txt" 2>&1 || { cat "$SCRATCH/shrink.txt"; fail "shrink failed"; }
+"$S" shrink "$trial" --allow-stored-command --invariant cleanup.safety --retries 3 --save "$SCRATCH/regress" >"$SCRATCH/shrink.txt" 2>&1 || { cat "$SCRATCH/shrink.txt"; fail "shrink failed"; }
 cat "$SCRATCH/shrink.txt"
 [[ -f $trial/minimal.toml ]] || fail "no minimal.toml"
 orig=$(grep '^  original:' "$SCRATCH/shrink.txt" | grep -o '[0-9]* ranks' | cut -d' ' -f1)
@@ -35,7 +35,7 @@ echo "saved $(basename "$saved"); it holds against the native subject"
 "$S" run scenarios/kill-holder.toml --trials 6 --seed 8 --subject "exec:$W" --out "$SCRATCH/ext" >/dev/null 2>&1 || true
 ext=$(cleanup_safety_trial "$SCRATCH/ext")
 [[ -n $ext ]] || fail "the known-bad variant as an exec: subject produced no cleanup.safety trial to shrink"
-"$S" shrink "$ext" --invariant cleanup.safety --retries 3 --budget 4 >"$SCRATCH/shrink-ext.txt" 2>&1 ||
+"$S" shrink "$ext" --allow-stored-command --invariant cleanup.safety --retries 3 --budget 4 >"$SCRATCH/shrink-ext.txt" 2>&1 ||
   { cat "$SCRATCH/shrink-ext.txt"; fail "shrink of an exec: subject's trial did not reproduce it (ran another subject?)"; }
 grep '^reproduce:' "$SCRATCH/shrink-ext.txt" | grep -qF -- "--subject" ||
   { cat "$SCRATCH/shrink-ext.txt"; fail "the shrunk reproduce command does not name the trial's subject"; }
