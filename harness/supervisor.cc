@@ -1162,7 +1162,8 @@ class Supervisor {
         for (const auto& [pid, w] : workers_) {
           if (w.alive) continue;
           if (!w.launcher) awaiting_.erase({w.job, w.rank});
-          if (w.launcher) std::erase_if(awaiting_, [&](const auto& k) { return k.first == w.job; });
+          // (a copy: clang 14, the fuzz build's, cannot capture a structured binding)
+          if (const int job = w.job; w.launcher) std::erase_if(awaiting_, [job](const auto& k) { return k.first == job; });
         }
         if (awaiting_.empty()) {
           open_gate("all-ready");
