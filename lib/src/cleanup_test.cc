@@ -378,6 +378,44 @@ TEST_F(CleanupTest, CleanupKilledBetweenRetireAndUnlinkDoesNotBlockTheNext) {
 }
 #endif
 
+// A tracker whose process died reaps through Registry::open(ns, false). Found
+// by the soak (cleanup-killed-retiring, 1 trial in ~7,000): a cleanup killed
+// after retiring the registry, the killed rank's tracker reaping while the
+// next cleanup removed the names - the looker took the init lock (creating
+// it), found the registry gone and created a fresh one: the namespace's
+// objects were back after the cleanup. A handle opened without create
+// creates nothing, retired or removed.
+#ifdef SHMCOORD_FAILPOINTS
+TEST_F(CleanupTest, OpeningWithoutCreateARetiredOrRemovedRegistryCreatesNothing) {
+  {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j"));
+    ASSERT_TRUE(l);
+    ASSERT_TRUE(reg->release(*l));
+  }
+  auto& k = fork_child([&](int) {
+    fiu_init(0);
+    fiu_enable("crash/cleanup/registry-retired", 1, nullptr, 0);
+    (void)clean_stale(ns);
+    return 0;
+  });
+  EXPECT_EQ(wait_child(k), 128 + SIGKILL);
+  const auto before = testing::shm_names_with(ns.root);
+  ASSERT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << "the killed cleanup left it retired";
+  auto retired = Registry::open(ns, false);
+  ASSERT_FALSE(retired) << "a retired registry opened as live";
+  EXPECT_EQ(retired.error().code, Code::kNotFound) << retired.error().to_string();
+  EXPECT_EQ(testing::shm_names_with(ns.root), before);
+  auto rep = clean_stale(ns, 2000ms);
+  ASSERT_TRUE(rep) << rep.error().to_string();
+  ASSERT_TRUE(testing::shm_names_with(ns.root).empty()) << rep->to_string();
+  auto removed = Registry::open(ns, false);
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error().code, Code::kNotFound) << removed.error().to_string();
+  EXPECT_TRUE(testing::shm_names_with(ns.root).empty()) << "a looker recreated the namespace's objects";
+}
+#endif
+
 // The state such a cleanup leaves, built directly: an empty registry whose
 // retired flag is set.
 TEST_F(CleanupTest, RetiredRegistryLeftBehindIsRemovedByTheNextCleanup) {

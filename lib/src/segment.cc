@@ -79,13 +79,18 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
   const SegmentPoints& fp = spec.points;
 
   // Maps an existing segment; false if it is not a live, published one of ours.
+  bool retired_seen = false;  // a cleanup retired it: it never becomes live again
   auto map_existing = [&](const sys::Fd& fd, Segment* out) -> Result<bool> {
     auto st = sys::fstat(fp.fstat, fd.get(), name);
     if (!st) return std::unexpected(st.error());
     if (static_cast<std::size_t>(st->st_size) != spec.size) return false;
     auto m = sys::mmap(fp.mmap, fd.get(), spec.size, name);
     if (!m) return std::unexpected(m.error());
-    if (spec.validate(m->get(), spec.size) != nullptr || spec.retired(m->get())) return false;
+    if (spec.validate(m->get(), spec.size) != nullptr) return false;
+    if (spec.retired(m->get())) {
+      retired_seen = true;
+      return false;
+    }
     out->map_ = std::move(*m);
     out->name_ = name;
     out->ino_ = st->st_ino;
@@ -108,6 +113,10 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
         return std::unexpected(fd.error());
       }
     }
+    // Without create, a retired segment is as good as removed: a handle that
+    // only looks (a tracker's reap after its process died) must create
+    // nothing, not even the init lock, in a namespace a cleanup is removing.
+    if (!create && retired_seen) return fail(Code::kNotFound, name + " was retired by a cleanup");
 
     // Slow path: create, or rebuild what is there, under the init lock.
     std::optional<InitLock> lock;
@@ -144,6 +153,8 @@ Result<Segment> Segment::open(const Namespace& ns, const SegmentSpec& spec, bool
       }
     } else if (existing.error().code != Code::kNotFound) {
       return std::unexpected(existing.error());
+    } else if (!create) {
+      return std::unexpected(existing.error());  // removed meanwhile (a cleanup): never recreated by a looker
     }
     auto created = sys::shm_open(fp.create, name, O_RDWR | O_CREAT | O_EXCL);
     if (!created) {
