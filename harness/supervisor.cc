@@ -305,6 +305,15 @@ class Supervisor {
     prev_look_wait_ = cpu_wait_ns();
     log_.emit({{"type", "trial"}, {"phase", "start"}, {"t", start_}, {"isolation", isolation_}, {"root", root_},
                {"pid_namespace", pid_ns_}, {"scenario", plan_.scenario}, {"trial", plan_.trial}, {"seed", plan_.seed}});
+    // Settings of the trial's world (a small /dev/shm) hold from here: logged
+    // now, as a worker's settings are at its spawn, so workers that fail on
+    // them and exit before the first round of actions never fail unexplained.
+    for (const Action& a : plan_.actions) {
+      if (a.job >= 0 || a.signal != 0 || a.at_ns != 0 || !a.on_type.empty()) continue;
+      settings_logged_.insert(&a);
+      log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1},
+                 {"detail", a.detail}, {"t", start_}});
+    }
     if (!proc_error_.empty()) {  // pids would be looked up in another namespace's /proc: nothing is meaningful
       log_.emit({{"type", "harness-error"}, {"message", proc_error_}});
       log_.emit({{"type", "trial"}, {"phase", "end"}, {"timed_out", false}});
@@ -1276,6 +1285,7 @@ class Supervisor {
     for (const Action* ap : due) {
       const Action& a = *ap;
       if (a.job < 0) {  // aimed at the trial's world, not a worker (e.g. a small /dev/shm)
+        if (settings_logged_.contains(&a)) continue;  // logged at the trial's start
         Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}};
         // A setting of the world (the tmpfs's size) holds from the trial's
         // start, before any worker ran, whenever the supervisor gets to log it.
