@@ -136,6 +136,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
       wp.job = static_cast<int>(j);
       wp.rank = r;
       wp.local_rank = r;
+      wp.loader_workers = js.loader.workers;
       auto& e = wp.env;
       e["SHMSTRESS_ROLE"] = "rank";
       e["SHMSTRESS_JOB"] = std::to_string(j);
@@ -164,6 +165,22 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
     }
   }
   return p;
+}
+
+std::optional<std::uint64_t> tmpfs_size_bytes(const std::string& size) {
+  const std::size_t digits = size.find_first_not_of("0123456789");
+  if (size.empty() || digits == 0 || size.size() > 12 ||
+      (digits != std::string::npos && digits + 1 != size.size())) {
+    return std::nullopt;
+  }
+  std::uint64_t bytes = std::stoull(size.substr(0, digits));
+  if (digits == std::string::npos) return bytes;
+  switch (size.back()) {
+    case 'k': return bytes << 10;
+    case 'm': return bytes << 20;
+    case 'g': return bytes << 30;
+    default: return std::nullopt;
+  }
 }
 
 const LauncherPlan* launcher_of(const TrialPlan& p, int job) {

@@ -28,6 +28,7 @@ struct WorkerPlan {
   // its own /proc (pid 1 a do-nothing init), over the trial's /dev/shm, as a
   // container started with --ipc=host would. Workers of one container share it.
   int container = -1;
+  int loader_workers = 0;  // > 0: the rank starts loader workers, which announce themselves (`start`)
   // The worker stops itself at a failpoint (SHMCOORD_PAUSE_AT in `env`); when
   // the supervisor sees that stop it opens `fault`'s window and, `hold_ns`
   // later, does `then`: "continue" (SIGCONT), "replace" (SIGKILL its tree and
@@ -150,5 +151,10 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial);
 
 // The launcher that starts `job`'s ranks, if any.
 const LauncherPlan* launcher_of(const TrialPlan& p, int job);
+
+// A tmpfs `size=` value as mount(8) reads it ("4096", "512k", "1m", "4g"), in
+// bytes; nullopt for anything else (a unit tmpfs knows but we do not take,
+// like "%", or another mount option smuggled in). Callers bound it.
+std::optional<std::uint64_t> tmpfs_size_bytes(const std::string& size);
 
 }  // namespace harness

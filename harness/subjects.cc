@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "files.h"
+#include "plan.h"
 
 namespace harness {
 namespace fs = std::filesystem;
@@ -31,21 +32,8 @@ std::vector<std::string> split_on(const std::string& s, char sep) {
 }  // namespace
 
 bool valid_tmpfs_size(const std::string& size) {
-  const std::size_t digits = size.find_first_not_of("0123456789");
-  if (size.empty() || digits == 0 || size.size() > 12 ||
-      (digits != std::string::npos && digits + 1 != size.size())) {
-    return false;
-  }
-  std::uint64_t bytes = std::stoull(size.substr(0, digits));
-  if (digits != std::string::npos) {
-    switch (size.back()) {
-      case 'k': bytes <<= 10; break;
-      case 'm': bytes <<= 20; break;
-      case 'g': bytes <<= 30; break;
-      default: return false;
-    }
-  }
-  return bytes >= 4096 && bytes <= (64ULL << 30);
+  const auto bytes = tmpfs_size_bytes(size);
+  return bytes && *bytes >= 4096 && *bytes <= (64ULL << 30);
 }
 
 std::vector<std::string> split_words(const std::string& cmd) {

@@ -125,14 +125,10 @@ struct ChildSetup {
   report_errno_and_exit(c.report_fd);
 }
 
-// /proc/<pid>/stat after the command: state, ppid, pgrp and (field 22) the
-// start time in clock ticks. False if the process is gone.
-struct ProcStat {
-  char state = 0;
-  int ppid = 0, pgrp = 0;
-  std::uint64_t start = 0;
-};
-bool proc_stat(pid_t pid, ProcStat* out) {
+// /proc/<pid>/stat after the command's closing parenthesis (the command may
+// hold spaces and parentheses itself), from the field after it, the state.
+// False if the process is gone.
+bool stat_fields(pid_t pid, std::string* out) {
   char path[64], buf[1024];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -142,11 +138,25 @@ bool proc_stat(pid_t pid, ProcStat* out) {
   if (n <= 0) return false;
   buf[n] = 0;
   const char* p = std::strrchr(buf, ')');
-  if (!p) return false;
+  if (!p || p[1] != ' ') return false;
+  out->assign(p + 2);
+  return true;
+}
+
+// /proc/<pid>/stat after the command: state, ppid, pgrp and (field 22) the
+// start time in clock ticks. False if the process is gone.
+struct ProcStat {
+  char state = 0;
+  int ppid = 0, pgrp = 0;
+  std::uint64_t start = 0;
+};
+bool proc_stat(pid_t pid, ProcStat* out) {
+  std::string f;
+  if (!stat_fields(pid, &f)) return false;
   // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
   // stime cutime cstime priority nice threads itrealvalue starttime
   unsigned long long start = 0;
-  if (std::sscanf(p + 2, "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+  if (std::sscanf(f.c_str(), "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
                   &out->state, &out->ppid, &out->pgrp, &start) != 4) {
     return false;
   }
@@ -160,26 +170,32 @@ bool proc_state(pid_t pid, char* state) {
   return true;
 }
 
+// Whether a process ended by `sig` died of the harness's doing: it sent a
+// terminating signal (last_signal) and the process died of that one or of a
+// SIGKILL (a tree kill, the heal).
+bool ended_by_harness(bool killed_by_harness, int last_signal, int sig) {
+  return killed_by_harness && (sig == SIGKILL || sig == last_signal);
+}
+
+// Whether the process runs still: it exists and is no zombie (dead, its
+// parent not yet told).
+bool running(pid_t pid) {
+  char st = 0;
+  return proc_state(pid, &st) && st != 'Z' && st != 'X';
+}
+
 // The wait status of a zombie that is not our child, as its parent's
 // waitpid() would give it: /proc/<pid>/stat field 52 (exit_code). False if
 // the process is not (or no longer) a zombie.
 bool zombie_status(pid_t pid, int* wstatus) {
-  char path[64], buf[1024];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = 0;
-  const char* p = std::strrchr(buf, ')');
-  if (!p || p[1] != ' ' || p[2] != 'Z') return false;
+  std::string f;
+  if (!stat_fields(pid, &f) || f.empty() || f[0] != 'Z') return false;
   // Fields after the comm: state is field 3; exit_code is field 52.
   int field = 3;
-  for (const char* q = p + 2; *q; ++q) {
-    if (*q != ' ') continue;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != ' ') continue;
     if (++field == 52) {
-      *wstatus = std::atoi(q + 1);
+      *wstatus = std::atoi(f.c_str() + i + 1);
       return true;
     }
   }
@@ -305,15 +321,7 @@ class Supervisor {
     prev_look_wait_ = cpu_wait_ns();
     log_.emit({{"type", "trial"}, {"phase", "start"}, {"t", start_}, {"isolation", isolation_}, {"root", root_},
                {"pid_namespace", pid_ns_}, {"scenario", plan_.scenario}, {"trial", plan_.trial}, {"seed", plan_.seed}});
-    // Settings of the trial's world (a small /dev/shm) hold from here: logged
-    // now, as a worker's settings are at its spawn, so workers that fail on
-    // them and exit before the first round of actions never fail unexplained.
-    for (const Action& a : plan_.actions) {
-      if (a.job >= 0 || a.signal != 0 || a.at_ns != 0 || !a.on_type.empty()) continue;
-      settings_logged_.insert(&a);
-      log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1},
-                 {"detail", a.detail}, {"t", start_}});
-    }
+    log_settings(-1, -1, 0, start_);  // the trial's world (a small /dev/shm) is set from here
     if (!proc_error_.empty()) {  // pids would be looked up in another namespace's /proc: nothing is meaningful
       log_.emit({{"type", "harness-error"}, {"message", proc_error_}});
       log_.emit({{"type", "trial"}, {"phase", "end"}, {"timed_out", false}});
@@ -559,19 +567,21 @@ class Supervisor {
     return pid;  // this supervisor is its one reaper (waitpid below)
   }
 
-  // A worker's settings (emfile, fiu-errno, ...: time-0 actions without a
-  // signal) hold from its start: logged right then, so a worker that fails
-  // on one and exits before the supervisor's first round of actions never
-  // has a failure no fault explains. Once per action (a replacement worker
-  // of the same rank inherits nothing to log).
-  void log_settings(const Worker& x) {
+  // Settings (time-0 actions without a signal: emfile, fiu-errno, ... for a
+  // worker, a small /dev/shm for the trial's world, job -1) hold from the
+  // worker's start, or the trial's: logged right then, with that time, so a
+  // worker that fails on one and exits before the supervisor's first round of
+  // actions never has a failure no fault explains. Once per action (a
+  // replacement worker of the same rank inherits nothing to log).
+  void log_settings(int job, int rank, pid_t self_pid, std::int64_t t) {
     for (const Action& a : plan_.actions) {
-      if (a.signal != 0 || a.job != x.job || a.rank != x.rank || a.at_ns != 0 || !a.on_type.empty() ||
-          settings_logged_.contains(&a))
+      if (a.signal != 0 || a.job != job || (job >= 0 && a.rank != rank) || a.at_ns != 0 || !a.on_type.empty() ||
+          !settings_logged_.insert(&a).second)
         continue;
-      settings_logged_.insert(&a);
-      log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
-                 {"pid", x.self_pid}, {"signal", 0}, {"detail", a.detail}, {"t", x.spawned_t}});
+      Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", a.job}, {"rank", a.rank},
+                {"detail", a.detail}, {"t", t}};
+      if (job >= 0) e["pid"] = self_pid, e["signal"] = 0;
+      log_.emit(std::move(e));
     }
   }
 
@@ -586,7 +596,7 @@ class Supervisor {
       x.plan = &w;
       x.self_pid = w.container >= 0 ? own_pid(pid) : pid;
       workers_[pid] = x;
-      log_settings(x);
+      log_settings(x.job, x.rank, x.self_pid, x.spawned_t);
     }
     return pid;
   }
@@ -740,13 +750,11 @@ class Supervisor {
     std::set<pid_t> seen;
     for (const Json& m : group_members(pid)) {
       const pid_t p = m.get<pid_t>();
-      char st = 0;
-      if (p == pid || !proc_state(p, &st) || st == 'Z' || st == 'X' || !seen.insert(p).second) continue;
+      if (p == pid || !running(p) || !seen.insert(p).second) continue;
       td.members.push_back({p, self_pid_of(p), "", 0});
     }
     for (const auto& [p, t] : tracked_) {
-      char st = 0;
-      if (t.job != w.job || !t.alive || !proc_state(p, &st) || st == 'Z' || !seen.insert(p).second) continue;
+      if (t.job != w.job || !t.alive || !running(p) || !seen.insert(p).second) continue;
       td.members.push_back({p, t.self_pid, "", 0});
     }
     for (auto& m : td.members) {
@@ -760,8 +768,7 @@ class Supervisor {
   void watch_teardowns() {
     for (auto& td : teardowns_) {
       for (auto& m : td.members) {
-        char st = 0;
-        if (m.gone_t == 0 && (!proc_state(m.pid, &st) || st == 'Z' || st == 'X')) m.gone_t = mono_ns();
+        if (m.gone_t == 0 && !running(m.pid)) m.gone_t = mono_ns();
       }
     }
   }
@@ -852,7 +859,7 @@ class Supervisor {
         e["exit_code"] = WEXITSTATUS(st);
       } else if (WIFSIGNALED(st)) {
         e["signal"] = WTERMSIG(st);
-        e["by_harness"] = w.killed_by_harness && (WTERMSIG(st) == SIGKILL || WTERMSIG(st) == w.last_signal);
+        e["by_harness"] = ended_by_harness(w.killed_by_harness, w.last_signal, WTERMSIG(st));
         e["teardown"] = w.teardown;
       }
       if (final_wait >= 0) e["cpu_wait_ns"] = final_wait;
@@ -921,8 +928,9 @@ class Supervisor {
     gate_fd_ = ::open(gate_path_.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
     inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (inotify_fd_ >= 0) ::inotify_add_watch(inotify_fd_, (trial_dir_ + "/history.jsonl").c_str(), IN_MODIFY);
-    for (const auto& w : plan_.workers) tracks_processes_ |= w.env.contains("SHMSTRESS_OPS") && w.env.at("SHMSTRESS_OPS").find("\"loader\"") != std::string::npos;
-    tracks_processes_ |= !plan_.launchers.empty();
+    tracks_processes_ = !plan_.launchers.empty() ||
+                        std::any_of(plan_.workers.begin(), plan_.workers.end(),
+                                    [](const WorkerPlan& w) { return w.loader_workers > 0; });
   }
 
   // Opens the gate: every worker waiting there runs from this moment, and
@@ -1007,13 +1015,11 @@ class Supervisor {
     if (t.worker < 0) return false;
     for (const auto& [pid, w] : workers_) {
       if (w.job != t.job || w.rank != t.rank || w.launcher) continue;
-      char st = 0;
-      if (w.alive && proc_state(pid, &st) && st != 'Z' && st != 'X') return false;
+      if (w.alive && running(pid)) return false;
     }
     for (const auto& [pid, r] : tracked_) {
       if (r.job != t.job || r.rank != t.rank || r.worker >= 0) continue;
-      char st = 0;
-      if (r.alive && proc_state(pid, &st) && st != 'Z' && st != 'X') return false;
+      if (r.alive && running(pid)) return false;
     }
     return true;
   }
@@ -1027,7 +1033,7 @@ class Supervisor {
       e["exit_code"] = WEXITSTATUS(wstatus);
     } else if (WIFSIGNALED(wstatus)) {
       e["signal"] = WTERMSIG(wstatus);
-      e["by_harness"] = t.killed_by_harness && (WTERMSIG(wstatus) == SIGKILL || WTERMSIG(wstatus) == t.last_signal);
+      e["by_harness"] = ended_by_harness(t.killed_by_harness, t.last_signal, WTERMSIG(wstatus));
       e["teardown"] = t.teardown;
       if (!t.killed_by_harness && rank_gone(t)) e["parent_gone"] = true;
       // A launcher stops its ranks (SIGTERM, then SIGKILL) when it restarts
@@ -1286,11 +1292,7 @@ class Supervisor {
       const Action& a = *ap;
       if (a.job < 0) {  // aimed at the trial's world, not a worker (e.g. a small /dev/shm)
         if (settings_logged_.contains(&a)) continue;  // logged at the trial's start
-        Json e = {{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}};
-        // A setting of the world (the tmpfs's size) holds from the trial's
-        // start, before any worker ran, whenever the supervisor gets to log it.
-        if (a.signal == 0 && a.at_ns == 0) e["t"] = start_;
-        log_.emit(e);
+        log_.emit({{"type", "fault"}, {"kind", a.fault}, {"phase", a.phase}, {"job", -1}, {"rank", -1}, {"detail", a.detail}});
         continue;
       }
       if (a.signal == 0) {  // a setting the worker started with (emfile, fiu-errno, ...): log it
@@ -1305,8 +1307,7 @@ class Supervisor {
       }
       pid_t pid = target_of(a);
       if (pid <= 0) continue;  // the target already exited: nothing happened, nothing to log
-      char st = 0;
-      if (!proc_state(pid, &st) || st == 'Z' || st == 'X') continue;  // exited by itself, not yet reaped
+      if (!running(pid)) continue;  // exited by itself, not yet reaped
       const bool ends = a.signal == SIGKILL || a.signal == SIGTERM || a.signal == SIGINT;
       if (auto t = tracked_.find(pid); t != tracked_.end()) {
         if (ends) t->second.killed_by_harness = true, t->second.last_signal = a.signal;

@@ -27,18 +27,8 @@ std::optional<std::string> plan_enospc(const FaultSpec& f, const Scenario&, Rng&
   // tmpfs reads size=0 as "no limit": only a positive size is a fault. At
   // least one page, at most 1 GiB (the trial's /dev/shm lives in memory).
   const std::string why = "'size' must be a tmpfs size like \"1m\" or \"512k\" between 4k and 1g, not \"" + size + "\"";
-  std::size_t digits = size.find_first_not_of("0123456789");
-  if (digits == 0 || size.size() > 12 || (digits != std::string::npos && digits + 1 != size.size())) return why;
-  std::uint64_t bytes = std::stoull(size.substr(0, digits));
-  if (digits != std::string::npos) {
-    switch (size.back()) {
-      case 'k': bytes <<= 10; break;
-      case 'm': bytes <<= 20; break;
-      case 'g': bytes <<= 30; break;
-      default: return why;
-    }
-  }
-  if (bytes < 4096 || bytes > (1ULL << 30)) return why;
+  const auto bytes = tmpfs_size_bytes(size);
+  if (!bytes || *bytes < 4096 || *bytes > (1ULL << 30)) return why;
   p.shm_size = size;
   p.actions.push_back(Action{0, -1, -1, 0, "enospc", "instant", {{"shm_size", size}}});
   return std::nullopt;
