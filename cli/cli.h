@@ -68,6 +68,10 @@ std::vector<fs::path> find_trial_dirs(const std::string& dir, bool with_replays 
 // one that cannot be decoded. Reports use it for what trial dirs do not
 // record: the reproduce commands (with --worker-bin), the subject, the run id.
 std::optional<harness::StoredSummary> find_run_summary(const fs::path& dir, std::string* err);
+// A run's whole summary.json (what `merge` adds up, what `list --coverage`
+// counts), from a run dir or the file itself: nullopt with *err naming the
+// file and what is wrong. *file: the summary.json it read.
+std::optional<harness::RunResult> read_run_result(const std::string& dir_or_file, fs::path* file, std::string* err);
 // trial_dir -> reproduce command, from a summary.json.
 std::map<std::string, std::string> reproduce_commands(const harness::StoredSummary& summary);
 // What a stored trial's run was started with, read from its reproduce command

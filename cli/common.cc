@@ -17,8 +17,10 @@
 #include "harness/run.h"
 #include "harness/files.h"
 #include "harness/scenario.h"
+#include "harness/stored.h"
 #include "harness/subjects.h"
 #include "reports/reports.h"
+#include "reports/summary_read.h"
 
 namespace cli {
 
@@ -99,6 +101,24 @@ std::optional<harness::StoredSummary> find_run_summary(const fs::path& dir, std:
     if (p == p.parent_path()) break;
   }
   return harness::StoredSummary{};
+}
+
+std::optional<harness::RunResult> read_run_result(const std::string& dir_or_file, fs::path* file, std::string* err) {
+  *file = fs::is_directory(dir_or_file) ? fs::path(dir_or_file) / "summary.json" : fs::path(dir_or_file);
+  if (!fs::exists(*file)) {
+    *err = file->string() + ": no summary.json (is it a run dir?)";
+    return std::nullopt;
+  }
+  harness::StoredError load_err;
+  auto j = harness::load_json_object(file->string(), &load_err);
+  if (!j) {
+    *err = load_err.to_string();
+    return std::nullopt;
+  }
+  std::string why;
+  auto r = reports::read_summary(*j, &why);
+  if (!r) *err = file->string() + ": " + why;
+  return r;
 }
 
 std::map<std::string, std::string> reproduce_commands(const harness::StoredSummary& summary) {

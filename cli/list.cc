@@ -8,9 +8,7 @@
 #include "harness/checker.h"
 #include "harness/coverage.h"
 #include "harness/injector.h"
-#include "harness/stored.h"
 #include "harness/subjects.h"
-#include "reports/summary_read.h"
 
 namespace cli {
 namespace {
@@ -53,18 +51,11 @@ int list(const std::string& dir) {
 int coverage(const std::vector<std::string>& runs) {
   std::map<std::string, std::uint64_t> reached;
   for (const auto& d : runs) {
-    const fs::path file = fs::is_directory(d) ? fs::path(d) / "summary.json" : fs::path(d);
-    harness::StoredError err;
-    auto j = harness::load_json_object(file.string(), &err);
-    if (!j) {
-      std::fprintf(stderr, "shmstress list: %s\n", harness::printable_text(err.to_string()).c_str());
-      return 2;
-    }
+    fs::path file;
     std::string why;
-    auto r = reports::read_summary(*j, &why);
+    auto r = read_run_result(d, &file, &why);
     if (!r) {
-      std::fprintf(stderr, "shmstress list: %s: %s\n", harness::printable_text(file.string()).c_str(),
-                   harness::printable_text(why).c_str());
+      std::fprintf(stderr, "shmstress list: %s\n", harness::printable_text(why).c_str());
       return 2;
     }
     for (const auto& [state, n] : r->tally.reached()) reached[state] += n;

@@ -13,9 +13,7 @@
 
 #include "cli/cli.h"
 #include "harness/baseline.h"
-#include "harness/stored.h"
 #include "reports/reports.h"
-#include "reports/summary_read.h"
 
 namespace cli {
 namespace {
@@ -59,15 +57,11 @@ int merge(const MergeArgs& a) {
   };
   std::vector<Shard> shards;
   for (const auto& d : a.dirs) {
-    const fs::path file = fs::is_directory(d) ? fs::path(d) / "summary.json" : fs::path(d);
-    const fs::path root = fs::absolute(file.parent_path());
-    if (!fs::exists(file)) return bad(file.string() + ": no summary.json (is it a run dir?)");
-    harness::StoredError err;
-    auto j = harness::load_json_object(file.string(), &err);
-    if (!j) return bad(err.to_string());
+    fs::path file;
     std::string why;
-    auto r = reports::read_summary(*j, &why);
-    if (!r) return bad(file.string() + ": " + why);
+    auto r = read_run_result(d, &file, &why);
+    if (!r) return bad(why);
+    const fs::path root = fs::absolute(file.parent_path());
     // Trial dirs and example dirs as they are here.
     const std::string rec = r->out_dir;
     for (auto& t : r->listed) t.dir = moved(t.dir, rec, root);
