@@ -210,7 +210,6 @@ struct JobMeta {
   // Loader workers per rank that enter the job's barrier in its place (0:
   // the ranks enter it): the barrier's participants are ranks x workers.
   int barrier_workers = 0;
-  std::int64_t teardown_ns = 0;  // job.teardown's bound, when a launcher starts the job
   // The scenario misconfigures the job (its local world size missing or
   // wrong): invalid-argument and mismatch are the clean answer.
   bool misconfigured = false;

@@ -189,7 +189,6 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
     jm.ranks = js.ranks;
     jm.barrier_rounds = js.workload.rounds;
     if (js.loader.workers > 0 && js.loader.enter_barrier) jm.barrier_workers = js.loader.workers;
-    if (js.launcher.present()) jm.teardown_ns = js.launcher.teardown.count() * 1000000LL;
     jm.misconfigured = js.lws_mode != LwsMode::kSet;
     jm.root_suffix = js.root_suffix;
     jm.acquire = js.workload.acquire;

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 
 #include "checker.h"
 #include "checkers/common.h"
@@ -29,7 +30,7 @@ namespace {
 // Whether the exit of a killed holder came from a kill of its tree.
 bool killed_with_tree(const History& h, const checks::RankHold& r) {
   for (const Fault& f : h.faults) {
-    if (f.signal == 9 && f.tree && checks::aims_at(f, r.job, r.rank, r.pid)) return true;
+    if (f.signal == SIGKILL && f.tree && checks::aims_at(f, r.job, r.rank, r.pid)) return true;
   }
   return false;
 }
@@ -38,7 +39,7 @@ bool killed_with_tree(const History& h, const checks::RankHold& r) {
 // dir entries by path.
 bool listed(const History& h, const std::string& path) {
   for (const auto& n : h.audit.leftover_shm) {
-    if (path == "/dev/shm/" + n || checks::under(path, "/dev/shm/" + n)) return true;
+    if (checks::under(path, "/dev/shm/" + n)) return true;
   }
   for (const auto& n : h.audit.leftover_locks) {
     if (checks::under(path, n)) return true;
@@ -65,11 +66,10 @@ void check_tracker_reaped(const History& h, checks::Report& rep) {
     if (!alone) continue;
     rep.reach("killed-alone-tracker-reaps");
     std::string list;
-    for (const auto& n : h.audit.leftover_shm) {
-      if (checks::name_prefix(h, n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
-    }
-    for (const auto& n : h.audit.leftover_locks) {
-      if (checks::name_prefix(h, n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
+    for (const auto* names : {&h.audit.leftover_shm, &h.audit.leftover_locks}) {
+      for (const auto& n : *names) {
+        if (checks::name_prefix(h, n) == j.prefix) list += (list.empty() ? "" : ", ") + n;
+      }
     }
     if (!list.empty()) {
       rep.invalid(fmt::format("job {}'s holders of prefix {} (pids {}) were killed alone, their resource trackers "

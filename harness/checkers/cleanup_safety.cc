@@ -166,13 +166,11 @@ void check_witnesses(const History& h, checks::Report& rep) {
 
 // Two pools of different processes ran at once, each with something created inside.
 void note_pools(const History& h, checks::Report& rep) {
-  std::vector<const Op*> pools;
-  for (const Op& op : h.ops) {
-    if (op.op != "pool") continue;
-    const bool made = std::any_of(h.ops.begin(), h.ops.end(), [&](const Op& c) {
-      return creates(c) && c.outcome == Outcome::kOk && checks::pool_holding(h, c) == &op;
-    });
-    if (made) pools.push_back(&op);
+  // The pools something was created in: one look per creation.
+  std::set<const Op*> pools;
+  for (const Op& c : h.ops) {
+    if (!creates(c) || c.outcome != Outcome::kOk) continue;
+    if (const Op* pool = checks::pool_holding(h, c)) pools.insert(pool);
   }
   for (const Op* a : pools) {
     for (const Op* b : pools) {

@@ -35,7 +35,6 @@ struct Span {
 };
 
 struct Object {
-  const Op* made = nullptr;
   std::vector<Span> spans;  // in time order
 };
 
@@ -49,7 +48,7 @@ std::string readers(unsigned read) {
 
 // Its modes over time: as created, then as each of its creator's chmods set it.
 Object timeline(const History& h, const Op& made) {
-  Object o{&made, {Span{*made.mode, made.complete_t, kForever, nullptr}}};
+  Object o{{Span{*made.mode, made.complete_t, kForever, nullptr}}};
   for (const Op& c : h.ops) {
     if (c.op != "chmod" || c.pid != made.pid || c.job != made.job || c.rank != made.rank ||
         c.invoke_t < made.complete_t || checks::json_string(c.args, "name") != made.segment->name) {
