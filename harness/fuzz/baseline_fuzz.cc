@@ -17,15 +17,9 @@
 
 #include "known.h"
 #include "triage.h"
+#include "check.h"
 
 namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "baseline_fuzz: broken promise: %s\n", what);
-    std::abort();
-  }
-}
 
 constexpr char kFile[] = "known-failures.txt";
 

@@ -26,6 +26,7 @@
 #include "run.h"
 #include "scenario.h"
 #include "stored.h"
+#include "check.h"
 
 namespace {
 
@@ -43,13 +44,6 @@ segments = ["shard_states"]
 clean_before = true
 clean_after = true
 )";
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "history_fuzz: broken promise: %s\n", what);
-    std::abort();
-  }
-}
 
 const harness::Scenario& scenario() {
   static const harness::Scenario s = [] {

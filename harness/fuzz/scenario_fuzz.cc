@@ -22,15 +22,9 @@
 #include "run.h"
 #include "scenario.h"
 #include "stored.h"
+#include "check.h"
 
 namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "scenario_fuzz: broken promise: %s\n", what);
-    std::abort();
-  }
-}
 
 // One scratch dir for the whole fuzzing process, removed when it exits.
 struct ScratchDir {

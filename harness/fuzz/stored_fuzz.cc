@@ -18,17 +18,11 @@
 #include "reports/reports.h"
 #include "scenario.h"
 #include "stored.h"
+#include "check.h"
 
 namespace {
 
 enum Decoder : std::uint8_t { kSchedule, kVerdict, kSummary, kDecoderCount };
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "stored_fuzz: broken promise: %s\n", what);
-    std::abort();
-  }
-}
 
 constexpr char kFile[] = "run/trial-0/stored.json";
 

@@ -17,15 +17,9 @@
 
 #include "reports/summary_read.h"
 #include "stored.h"
+#include "check.h"
 
 namespace {
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "summary_read_fuzz: broken promise: %s\n", what);
-    std::abort();
-  }
-}
 
 constexpr char kFile[] = "shard/summary.json";
 // summary_read.cc's limits: at most 100000 shards of at most 2^40 each.
