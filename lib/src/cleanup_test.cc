@@ -54,6 +54,25 @@ class CleanupTest : public ShmTest {
     s.timeout = 5000ms;
     return s;
   }
+#ifdef SHMCOORD_FAILPOINTS
+  // An empty registry a cleanup retired and was killed before unlinking
+  // (crash/cleanup/registry-retired): what such a cleanup leaves.
+  void leave_registry_retired() {
+    {
+      auto reg = Registry::open(ns);
+      auto l = reg->acquire(job("j"));
+      ASSERT_TRUE(l);
+      ASSERT_TRUE(reg->release(*l));
+    }
+    auto& k = fork_child([&](int) {
+      fiu_init(0);
+      fiu_enable("crash/cleanup/registry-retired", 1, nullptr, 0);
+      (void)clean_stale(ns);
+      return 0;
+    });
+    ASSERT_EQ(wait_child(k), 128 + SIGKILL);
+  }
+#endif
   // A child holding a prefix (with one job segment) until killed.
   testing::ChildProc& holder(testing::ShmTest::Gate& g, const std::string& key) {
     auto& c = fork_child([&, key](int out) {
@@ -354,19 +373,7 @@ TEST_F(CleanupTest, NoPrefixIsGrantedWhileACleanupIsInsideItsSweep) {
 // lock ... held by a live or stopped process" (it was waiting for itself).
 #ifdef SHMCOORD_FAILPOINTS
 TEST_F(CleanupTest, CleanupKilledBetweenRetireAndUnlinkDoesNotBlockTheNext) {
-  {
-    auto reg = Registry::open(ns);
-    auto l = reg->acquire(job("j"));
-    ASSERT_TRUE(l);
-    ASSERT_TRUE(reg->release(*l));
-  }
-  auto& k = fork_child([&](int) {
-    fiu_init(0);
-    fiu_enable("crash/cleanup/registry-retired", 1, nullptr, 0);
-    (void)clean_stale(ns);
-    return 0;
-  });
-  EXPECT_EQ(wait_child(k), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(leave_registry_retired());
   ASSERT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << "the killed cleanup left it retired";
   auto rep = clean_stale(ns, 2000ms);
   ASSERT_TRUE(rep) << rep.error().to_string();
@@ -387,19 +394,7 @@ TEST_F(CleanupTest, CleanupKilledBetweenRetireAndUnlinkDoesNotBlockTheNext) {
 // creates nothing, retired or removed.
 #ifdef SHMCOORD_FAILPOINTS
 TEST_F(CleanupTest, OpeningWithoutCreateARetiredOrRemovedRegistryCreatesNothing) {
-  {
-    auto reg = Registry::open(ns);
-    auto l = reg->acquire(job("j"));
-    ASSERT_TRUE(l);
-    ASSERT_TRUE(reg->release(*l));
-  }
-  auto& k = fork_child([&](int) {
-    fiu_init(0);
-    fiu_enable("crash/cleanup/registry-retired", 1, nullptr, 0);
-    (void)clean_stale(ns);
-    return 0;
-  });
-  EXPECT_EQ(wait_child(k), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(leave_registry_retired());
   const auto before = testing::shm_names_with(ns.root);
   ASSERT_FALSE(testing::shm_names_with(ns.root + "registry").empty()) << "the killed cleanup left it retired";
   auto retired = Registry::open(ns, false);
