@@ -97,10 +97,5 @@ set -e
 verdict=$(json "$SCRATCH/native/summary.json" "j['verdict']")
 ((rc == 0 || rc == 4)) && [[ $verdict == valid ]] \
   || { tail -30 "$SCRATCH/native.log"; fail "shmcoord did not pass scenarios/joblib (exit $rc, verdict $verdict)"; }
-"$PY" - "$SCRATCH/native" <<'EOF' || fail "shmcoord: a trial of scenarios/joblib ran into its timeout"
-import glob, json, sys
-hung = [d for d in glob.glob(sys.argv[1] + '/*/trial-*/history.jsonl')
-        if any('"phase":"timeout"' in l.replace(' ', '') for l in open(d, errors='replace'))]
-sys.exit(f'timed out: {hung}' if hung else 0)
-EOF
+no_timeouts "$SCRATCH/native" || fail "shmcoord: a trial of scenarios/joblib ran into its timeout"
 echo "shmcoord passes all of scenarios/joblib ($(json "$SCRATCH/native/summary.json" "j['trials']") trials) in $((($(date +%s%N) - start) / 1000000)) ms"

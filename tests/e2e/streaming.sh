@@ -61,12 +61,7 @@ unset SHMSTRESS_PROCESS_GROUP
 start=$(date +%s%N)
 "$S" run "${files[@]}" --subject native --trials 3 --seed 5 --keep-passing --max-kept 0 --out "$SCRATCH/native" >"$SCRATCH/native.log" 2>&1 \
   || { tail -30 "$SCRATCH/native.log"; fail "shmcoord did not pass scenarios/streaming"; }
-"$PY" - "$SCRATCH/native" <<'EOF' || fail "shmcoord: a trial of scenarios/streaming ran into its timeout"
-import glob, json, sys
-hung = [d for d in glob.glob(sys.argv[1] + '/*/trial-*/history.jsonl')
-        if any('"phase":"timeout"' in l.replace(' ', '') for l in open(d, errors='replace'))]
-sys.exit(f'timed out: {hung}' if hung else 0)
-EOF
+no_timeouts "$SCRATCH/native" || fail "shmcoord: a trial of scenarios/streaming ran into its timeout"
 echo "shmcoord passes all of scenarios/streaming ($(json "$SCRATCH/native/summary.json" "j['trials']") trials) in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 
 # replay re-runs the subject the trial ran, not the scenario's own: a trial of
