@@ -43,48 +43,18 @@ import threading
 import time
 import traceback
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_ENV = 2
-EXIT_UNAVAILABLE = 3
-EXIT_BUG = 70
+# The protocol's shared writing (subjects/_common), beside this subject's folder.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '_common'))
+# pylint: disable=wrong-import-position
+from shmstress_protocol import (EXIT_BAD_ENV, EXIT_BUG, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, PIPE_BUF,  # noqa: E402
+                                SHM_DIR, cpu_wait_ns, encode, env_int, mono_ns)
 
-PIPE_BUF = 4096
-SHM_DIR = '/dev/shm'
 FOLDER_STEM = 'joblib_memmapping_folder_'
 
 N_JOBS = 2  # pool workers per parent (issue 18's [job.loader] workers will set it per job)
 ARRAY_BYTES = 1 << 20  # each array of the workload's `segments`: 1 MiB of float64
 MAX_NBYTES = '64K'  # arrays above this are memmapped (joblib's default is 1M)
 WITNESS_EVERY_S = 0.1
-
-
-def mono_ns() -> int:
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-
-
-def cpu_wait_ns() -> int:
-    """The main thread's cumulative wait for a CPU (run_delay), or -1 (docs/worker-protocol.md)."""
-    if threading.current_thread() is not threading.main_thread():
-        return -1
-    try:
-        fd = os.open('/proc/thread-self/schedstat', os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return -1
-    try:
-        return int(os.read(fd, 128).split()[1])
-    except (OSError, ValueError, IndexError):
-        return -1
-    finally:
-        os.close(fd)
-
-
-def env_int(key: str, default: int) -> int:
-    value = os.environ.get(key, '')
-    try:
-        return int(value) if value != '' else default
-    except ValueError:
-        return default
 
 
 def env_float(key: str, default: float) -> float:
@@ -99,35 +69,31 @@ def env_float(key: str, default: float) -> float:
 # Events: one JSON line per write(2), at most PIPE_BUF bytes
 
 
-def _encode(event: dict) -> bytes:
-    return (json.dumps(event, ensure_ascii=False, separators=(',', ':')) + '\n').encode('utf-8', 'replace')
-
-
 def fit_line(event: dict) -> bytes:
     """One line of at most PIPE_BUF bytes: long lists and messages are cut and marked truncated."""
-    data = _encode(event)
+    data = encode(event)
     if len(data) <= PIPE_BUF:
         return data
     event = json.loads(json.dumps(event))
     error = event.get('error')
     if isinstance(error, dict) and len(str(error.get('message', ''))) > 512:
         error['message'] = str(error['message'])[:512] + '... (truncated)'
-        data = _encode(event)
+        data = encode(event)
     for key in ('value', 'args'):
         holder = event.get(key)
         while len(data) > PIPE_BUF and isinstance(holder, dict):
             lists = [k for k, v in holder.items() if isinstance(v, list) and v]
             if not lists:
                 break
-            longest = max(lists, key=lambda k: len(_encode({k: holder[k]})))
+            longest = max(lists, key=lambda k: len(encode({k: holder[k]})))
             holder[longest] = holder[longest][:len(holder[longest]) // 2]
             holder['truncated'] = True
-            data = _encode(event)
+            data = encode(event)
     if len(data) > PIPE_BUF:
         keep = ('t', 'type', 'pid', 'job', 'rank', 'local_rank', 'op', 'id')
         event = {k: event[k] for k in keep if k in event}
         event['truncated'] = True
-        data = _encode(event)
+        data = encode(event)
     return data
 
 
@@ -341,7 +307,6 @@ class Recorder:
         self.lock = threading.Lock()
         self.created = []  # (name, kind), in creation order, still held (not removed by us)
         self.removing = set()  # names this process began to remove (own cleanup, tracker decref)
-        self.folders = []  # every folder created, in order (for the end witness too)
 
     # -- creation
 
@@ -452,8 +417,6 @@ class Recorder:
         with self.lock:
             self.removing.discard(name)
             self.created.append((name, kind))
-            if kind == 'folder':
-                self.folders.append(name)
 
     def _removing(self, name: str) -> None:
         with self.lock:
@@ -560,7 +523,6 @@ class Joblib:
         from joblib import _memmapping_reducer as memmapping  # pylint: disable=import-outside-toplevel
         from joblib.externals import loky  # pylint: disable=import-outside-toplevel
         self.np = numpy
-        self.module = joblib
         self.Parallel = Parallel
         self.delayed = delayed
         self.disk = disk
@@ -631,15 +593,11 @@ def run_clean(w: Worker) -> bool:
     return True
 
 
-def run_pool(w: Worker, jl: Joblib, rec: Recorder, ops: dict, rng: random.Random) -> bool:
+def run_pool(w: Worker, jl: Joblib, rec: Recorder, ops: dict, rng: random.Random, kill: dict,
+             idle_s: float) -> bool:
     segments = [str(s) for s in (ops.get('segments') or [])]
     rounds = max(int(ops.get('rounds', 0) or 0), 1)
     tasks = rounds * N_JOBS
-    idle_s = env_float('SHMSTRESS_JOBLIB_IDLE_TIMEOUT_S', 3.0)
-    kill = {}
-    spec = os.environ.get('SHMSTRESS_POOL_WORKER_KILL', '')
-    if spec:
-        kill = json.loads(spec)
     holds = [draw_ms(rng, ops.get('round_jitter_ms')) for _ in range(tasks)]
     count = ARRAY_BYTES // 8
     arrays = [jl.np.arange(count, dtype=jl.np.float64) + i for i in range(len(segments))]
@@ -679,14 +637,15 @@ def run(argv) -> int:
         return EXIT_BAD_ENV
     w = Worker(log)
     role = os.environ.get('SHMSTRESS_ROLE', 'rank')
-    ops = {}
+    ops, kill = {}, {}
+    idle_s = env_float('SHMSTRESS_JOBLIB_IDLE_TIMEOUT_S', 3.0)
     if role != 'cleanup':
         try:
             ops = json.loads(os.environ.get('SHMSTRESS_OPS', '') or '{}')
             if not isinstance(ops, dict):
                 raise ValueError('SHMSTRESS_OPS must be an object')
-            kill = os.environ.get('SHMSTRESS_POOL_WORKER_KILL', '')
-            if kill and not isinstance(json.loads(kill), dict):
+            kill = json.loads(os.environ.get('SHMSTRESS_POOL_WORKER_KILL', '') or '{}')
+            if not isinstance(kill, dict):
                 raise ValueError('SHMSTRESS_POOL_WORKER_KILL must be an object')
         except ValueError as exc:
             sys.stderr.write(f'adapter.py: bad environment: {exc}\n')
@@ -700,7 +659,7 @@ def run(argv) -> int:
         return EXIT_UNAVAILABLE
     w.emit('subject', available=True, name='joblib', version=jl.version, loky=jl.loky_version,
            numpy=str(jl.np.__version__), path=jl.path, n_jobs=N_JOBS, max_nbytes=MAX_NBYTES,
-           idle_worker_timeout_s=env_float('SHMSTRESS_JOBLIB_IDLE_TIMEOUT_S', 3.0), umask=current_umask(),
+           idle_worker_timeout_s=idle_s, umask=current_umask(),
            shm_free_bytes=shm_free_bytes(), temp_dir=tempfile.gettempdir(),
            joblib_temp_folder=os.environ.get('JOBLIB_TEMP_FOLDER'),
            reason='joblib Parallel (loky backend) memmapping numpy arrays to its pool workers')
@@ -718,7 +677,7 @@ def run(argv) -> int:
     if ops.get('clean_before', False):
         all_ok &= run_clean(w)
     if ops.get('acquire', True):
-        all_ok &= run_pool(w, jl, rec, ops, rng)
+        all_ok &= run_pool(w, jl, rec, ops, rng, kill, idle_s)
         # The parent lives on with its idle pool (loky keeps its workers idle_worker_timeout).
         sleep_range(rng, ops.get('hold_ms'))
     if ops.get('clean_after', False):

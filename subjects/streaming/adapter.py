@@ -33,19 +33,16 @@ import resource
 import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import zlib
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_ENV = 2
-EXIT_UNAVAILABLE = 3
-EXIT_BUG = 70
+# The protocol's shared writing (subjects/_common), beside this subject's folder.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '_common'))
+# pylint: disable=wrong-import-position
+from shmstress_protocol import (EXIT_BAD_ENV, EXIT_BUG, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, SHM_DIR,  # noqa: E402
+                                cpu_wait_ns, env_int, lines, mono_ns)
 
-PIPE_BUF = 4096
-SHM_DIR = '/dev/shm'
 REMOTE_SCHEME = 'shmstress-remote://'  # any non-None remote: Streaming only checks "is not None"
 
 # The job's process group: SHMSTRESS_PROCESS_GROUP = auto (default) | gloo | emulated | none.
@@ -54,117 +51,8 @@ PORT_BASE, PORT_SPAN, PORT_ATTEMPTS = 10000, 22000, 16  # below Linux's ephemera
 SEGMENTS_WITHOUT_EXIT_HANDLER = ('epoch_shape', 'epoch_data')  # StreamingDataset._share_work: auto_cleanup=False
 
 
-def mono_ns() -> int:
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-
-
-def cpu_wait_ns() -> int:
-    """This thread's cumulative wait for a CPU (run_delay, docs/worker-protocol.md), or -1.
-
-    Only the main thread's counts: the supervisor checks the claims against the main thread's final
-    value, and the ops run there (gloo's threads do not).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return -1
-    try:
-        fd = os.open('/proc/thread-self/schedstat', os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:  # e.g. EMFILE in an exhaustion scenario: leave the field out
-        return -1
-    try:
-        return int(os.read(fd, 128).split()[1])
-    except (OSError, ValueError, IndexError):
-        return -1
-    finally:
-        os.close(fd)
-
-
-def env_int(key: str, default: int) -> int:
-    value = os.environ.get(key, '')
-    try:
-        return int(value) if value != '' else default
-    except ValueError:
-        return default
-
-
 # ---------------------------------------------------------------------------------------------
 # Events
-
-
-def _encode(event: dict) -> bytes:
-    text = json.dumps(event, ensure_ascii=False, separators=(',', ':'))
-    return (text + '\n').encode('utf-8', 'replace')  # lone surrogates (odd file names) -> '?'
-
-
-def _cut(event: dict) -> bytes:
-    """One line for an event that cannot be split further: what does not fit is cut, marked "truncated"."""
-    data = _encode(event)
-    if len(data) <= PIPE_BUF:
-        return data
-    event = json.loads(json.dumps(event))  # a private deep copy
-    for key in ('value', 'args'):
-        if key in event:
-            event[key] = {'truncated': True}
-    error = event.get('error')
-    if isinstance(error, dict):
-        error['message'] = str(error.get('message', ''))[:256] + '... (truncated)'
-    data = _encode(event)
-    if len(data) > PIPE_BUF:  # still too long: keep only what identifies the event
-        keep = ('t', 'type', 'pid', 'job', 'rank', 'local_rank', 'worker', 'op', 'id')
-        event = {k: event[k] for k in keep if k in event}
-        event['truncated'] = True
-        data = _encode(event)
-    return data
-
-
-def _lines(event: dict) -> list:
-    """The event as lines of at most PIPE_BUF bytes each, nothing dropped (worker-protocol.md,
-    "Large values: continuation lines"): the lists of its `value` and `args` are split over
-    lines that repeat the event's identity, every line but the last marked "continues". Only a
-    single string too long for any line is cut (marked "truncated")."""
-    data = _encode(event)
-    if len(data) <= PIPE_BUF:
-        return [data]
-    event = json.loads(json.dumps(event))  # a private deep copy
-    error = event.get('error')
-    if isinstance(error, dict) and isinstance(error.get('message'), str) and len(error['message']) > 1024:
-        error['message'] = error['message'][:1024] + '... (truncated)'
-        event['truncated'] = True
-    # The skeleton: the event with every list of value/args empty; each line is a skeleton
-    # holding a run of one list's elements (so nothing is counted twice when merged).
-    items = []
-    skeleton = dict(event)
-    for key in ('value', 'args'):
-        holder = event.get(key)
-        if isinstance(holder, dict):
-            skeleton[key] = {k: ([] if isinstance(v, list) else v) for k, v in holder.items()}
-            items += [(key, k, x) for k, v in holder.items() if isinstance(v, list) for x in v]
-    base = len(_encode(dict(skeleton, continues=True)))
-    if base > PIPE_BUF or not items:
-        return [_cut(event)]
-    out, line, size = [], None, base
-
-    def flush(last: bool) -> None:
-        if line is not None:
-            if not last:
-                line['continues'] = True
-            out.append(_encode(line))
-
-    for key, name, x in items:
-        cost = len(json.dumps(x, ensure_ascii=False, separators=(',', ':')).encode('utf-8', 'replace')) + 1
-        if base + cost > PIPE_BUF:  # one element too long for any line: say so, keep the rest
-            x = {'truncated': True} if isinstance(x, (dict, list)) else str(x)[:256]
-            cost = len(json.dumps(x).encode()) + 1
-            skeleton['truncated'] = True
-        if line is None or size + cost > PIPE_BUF:
-            flush(last=False)
-            line = json.loads(json.dumps(skeleton))
-            size = base
-        line[key][name].append(x)
-        size += cost
-    if skeleton.get('truncated'):
-        line['truncated'] = True
-    flush(last=True)
-    return out
 
 
 class EventLog:
@@ -196,7 +84,7 @@ class EventLog:
     def emit(self, event: dict) -> None:
         event.setdefault('t', mono_ns())
         try:
-            for line in _lines(event):
+            for line in lines(event):
                 os.write(self.fd, line)
         except OSError:
             pass  # nowhere left to report it

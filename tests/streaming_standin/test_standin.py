@@ -47,6 +47,15 @@ ROOT_BASE = f'sstest.{os.getpid()}.'
 HAVE_TORCH = subprocess.run([PYTHON, '-c', 'import torch.distributed'], capture_output=True, check=False).returncode == 0
 
 
+def load_protocol():
+    """subjects/_common/shmstress_protocol.py, what every adapter writes events with."""
+    spec = importlib.util.spec_from_file_location(
+        'shmstress_protocol', os.path.join(REPO, 'subjects', '_common', 'shmstress_protocol.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_adapter():
     spec = importlib.util.spec_from_file_location('shmstress_adapter', ADAPTER)
     module = importlib.util.module_from_spec(spec)
@@ -765,7 +774,8 @@ class ProbeTest(Case):
 
 
 class EventLinesTest(unittest.TestCase):
-    """Nothing is dropped to fit PIPE_BUF: long results are split over continuation lines."""
+    """Nothing is dropped to fit PIPE_BUF: long results are split over continuation lines
+    (subjects/_common/shmstress_protocol.py, which the adapters write events with)."""
 
     @staticmethod
     def merge(lines):
@@ -783,15 +793,15 @@ class EventLinesTest(unittest.TestCase):
         return whole
 
     def test_a_clean_that_removed_many_names_is_split_and_merges_back_whole(self):
-        adapter = load_adapter()
+        protocol = load_protocol()
         removed = [f'/sstest.{i:06}_shard_states_with_a_long_name' for i in range(400)]
         kept = [f'/kept{i}' for i in range(50)]
         event = {'t': 7, 'type': 'ok', 'op': 'clean', 'id': 1, 'pid': 9, 'job': 0, 'rank': 0,
                  'value': {'removed': removed, 'kept': kept, 'skipped': [], 'n': 3}}
-        lines = adapter._lines(dict(event))  # pylint: disable=protected-access
+        lines = protocol.lines(dict(event))
         self.assertGreater(len(lines), 1)
         for n, raw in enumerate(lines):
-            self.assertLessEqual(len(raw), adapter.PIPE_BUF)
+            self.assertLessEqual(len(raw), protocol.PIPE_BUF)
             ev = json.loads(raw)
             self.assertEqual(ev.get('continues', False), n < len(lines) - 1)
             self.assertEqual((ev['t'], ev['op'], ev['id'], ev['pid']), (7, 'clean', 1, 9))
@@ -802,18 +812,18 @@ class EventLinesTest(unittest.TestCase):
         self.assertNotIn('truncated', whole)
 
     def test_a_single_name_longer_than_a_line_is_cut_and_marked(self):
-        adapter = load_adapter()
+        protocol = load_protocol()
         event = {'t': 1, 'type': 'ok', 'op': 'clean', 'id': 2, 'pid': 9, 'job': 0, 'rank': 0,
                  'value': {'removed': ['/a', 'x' * 5000, '/b'], 'kept': []}}
-        lines = adapter._lines(event)  # pylint: disable=protected-access
+        lines = protocol.lines(event)
         whole = self.merge(lines)
         self.assertTrue(whole.get('truncated'))
         self.assertEqual(whole['value']['removed'][0], '/a')
         self.assertEqual(whole['value']['removed'][2], '/b')
 
     def test_a_short_event_is_one_line(self):
-        adapter = load_adapter()
-        lines = adapter._lines({'t': 1, 'type': 'ok', 'op': 'acquire', 'value': {'prefix': 0}})  # pylint: disable=protected-access
+        protocol = load_protocol()
+        lines = protocol.lines({'t': 1, 'type': 'ok', 'op': 'acquire', 'value': {'prefix': 0}})
         self.assertEqual(len(lines), 1)
         self.assertNotIn('continues', json.loads(lines[0]))
 
