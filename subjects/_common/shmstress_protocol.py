@@ -102,7 +102,7 @@ def lines(event: dict) -> list:
             items += [(key, k, x) for k, v in holder.items() if isinstance(v, list) for x in v]
     # Room for what any line may carry on top of the skeleton: "continues", and
     # "truncated" once an element has been cut.
-    base = len(encode(dict(skeleton, continues=True)))
+    base = len(encode(dict(skeleton, continues=True, truncated=True)))
     if base > PIPE_BUF or not items:
         return [cut(event)]
     out, line, size = [], None, base

@@ -821,6 +821,18 @@ class EventLinesTest(unittest.TestCase):
         self.assertEqual(whole['value']['removed'][0], '/a')
         self.assertEqual(whole['value']['removed'][2], '/b')
 
+    def test_lines_after_a_cut_element_still_fit(self):
+        protocol = load_protocol()
+        rest = [f'/sstest.{i:06}_shard_states_with_a_long_name' for i in range(300)]
+        event = {'t': 1, 'type': 'ok', 'op': 'clean', 'id': 3, 'pid': 9, 'job': 0, 'rank': 0,
+                 'value': {'removed': ['x' * 5000] + rest, 'kept': []}}
+        lines = protocol.lines(event)
+        for raw in lines:
+            self.assertLessEqual(len(raw), protocol.PIPE_BUF)
+        whole = self.merge(lines)
+        self.assertTrue(whole.get('truncated'))
+        self.assertEqual(whole['value']['removed'][1:], rest)
+
     def test_a_short_event_is_one_line(self):
         protocol = load_protocol()
         lines = protocol.lines({'t': 1, 'type': 'ok', 'op': 'acquire', 'value': {'prefix': 0}})
