@@ -554,12 +554,14 @@ exec %s "$@"
     os.makedirs(os.path.dirname(where), exist_ok=True)
     cwd = os.path.dirname(where)
     out = path("out", "cwd")
-    r = run(["run", os.path.join(SOURCE, "scenarios/basic.toml"), "--trials", "1", "--seed", "7",
-             "--keep-passing", "--subject", "exec:" + subject, "--out", out], cwd=cwd)
+    # QUICK, not basic.toml: basic expects states that one trial under load
+    # may not reach (exit 4, seen under ctest -j2), which is not this case's point.
+    r = run(["run", QUICK, "--seed", "7", "--keep-passing", "--subject", "exec:" + subject, "--out", out],
+            cwd=cwd)
     problems = expect(r, 0)
     if os.path.exists(os.path.join(cwd, "relative-write.txt")):
         problems.append("the subject's relative write landed in the dir shmstress was started in")
-    rank_file = os.path.join(out, "basic", "trial-0", "job0-rank0", "relative-write.txt")
+    rank_file = os.path.join(out, "quick", "trial-0", "job0-rank0", "relative-write.txt")
     if not os.path.exists(rank_file):
         problems.append("no relative-write.txt in the worker's own dir job0-rank0/")
     elif read(rank_file).strip() != os.path.dirname(rank_file):
@@ -574,8 +576,8 @@ def _():
     d = path("relcmd", "x")
     os.makedirs(os.path.dirname(d), exist_ok=True)
     write(os.path.join(os.path.dirname(d), "subject.sh"), "#!/bin/sh\nexec %s \"$@\"\n" % SHMSTRESS, 0o755)
-    r = run(["run", os.path.join(SOURCE, "scenarios/basic.toml"), "--trials", "1", "--seed", "7",
-             "--subject", "exec:./subject.sh", "--out", path("out", "relcmd")], cwd=os.path.dirname(d))
+    r = run(["run", QUICK, "--seed", "7", "--subject", "exec:./subject.sh", "--out", path("out", "relcmd")],
+            cwd=os.path.dirname(d))
     return expect(r, 0)
 
 
