@@ -255,6 +255,30 @@ class DashboardTest(unittest.TestCase):
             expr='max(shmstress_run_exit_code{job=~"($job"})'))
         self.assertProblem(found, 'target-promql-rule', 'error parsing regexp')
 
+    def test_query_is_also_parsed_with_the_variables_at_a_selection(self):
+        # [.*] is a character class; with scenarios selected it is [(basic|kill-holder|...)],
+        # whose l-h is a range Prometheus' regexp compiler refuses.
+        i, p = first(self.shipped, 'stat')
+        found = self.broken(lambda d: d['panels'][i]['targets'][0].update(
+            expr='sum(shmstress_trials_total{scenario=~"[$scenario]"})'))
+        self.assertEqual(len(found), 1, found)
+        self.assertProblem(found, f"target-promql-rule: panel {p['id']} '{p['title']}' target A "
+                           '(variables at a selection): invalid PromQL',
+                           'scenario=~"[(basic|kill-holder|cleanup-while-live)]"',
+                           'invalid character class range')
+
+    def test_variables_are_put_in_as_grafana_does(self):
+        multi = {'name': 'subject', 'multi': True, 'includeAll': True, 'allValue': '.*'}
+        self.assertEqual(vd.grafana_value(multi, None), '.*')
+        self.assertEqual(vd.grafana_value(multi, ['native']), 'native')
+        self.assertEqual(vd.grafana_value(multi, ['exec:/usr/bin/python3 a.py', 'x(1)|y']),
+                         r'(exec:/usr/bin/python3 a\\.py|x\\(1\\)\\|y)')
+        self.assertEqual(vd.grafana_value({'name': 'one'}, ['a\\b']), 'a\\\\b')
+        values = vd.variable_values(self.shipped, {'job': ['node'], 'scenario': ['a', 'b']})
+        self.assertEqual(vd.expand('x{job=~"$job", scenario=~"${scenario}", subject=~"$subject"}'
+                                   '[$__rate_interval]', values),
+                         'x{job=~"node", scenario=~"(a|b)", subject=~".*"}[1m]')
+
     def test_empty_target_is_refused(self):
         i, _ = first(self.shipped, 'stat')
         found = self.broken(lambda d: d['panels'][i]['targets'][0].update(expr=' '))

@@ -79,6 +79,15 @@ GLOBALS = {
     '__to': '1700604800000', '__dashboard': 'shmstress', '__name': 'name', '__org': '1',
     '__user': 'user',
 }
+# A selection a user could make, the second reading of every query beside "All" (each variable's
+# allValue): put in as Grafana's Prometheus data source puts a multi-value or include-All
+# variable's values (regex-escaped; several as `(a|b)`), so a query that parses only with `.*`
+# is caught. The subject has regex metacharacters, as an exec: subject does.
+EXAMPLE_SELECTION = {
+    'job': ['shmstress', 'node'],
+    'subject': ['exec:/usr/bin/python3 subjects/streaming/adapter.py'],
+    'scenario': ['basic', 'kill-holder', 'cleanup-while-live'],
+}
 # $var, ${var} or ${var:format}, [[var]] or [[var:format]]
 VARIABLE_RE = re.compile(r'\$\{([^}:]+)(?::[^}]*)?\}|\$(\w+)|\[\[([^\[\]:]+)(?::[^\]]*)?\]\]')
 RATE_FUNCTIONS = {'rate', 'irate'}  # the linter's; their range must be $__rate_interval
@@ -292,6 +301,38 @@ def range_problems(expr):
     return out
 
 
+def grafana_regex_escape(value):
+    """Grafana's prometheusSpecialRegexEscape: the value as a literal inside a =~ "..." matcher
+    (backslashes doubled for the PromQL string, regex metacharacters escaped)."""
+    value = value.replace('\\', '\\' * 4)
+    return re.sub(r"[$^*{}\[\]'+?.()|]", lambda m: '\\\\' + m.group(), value)
+
+
+def grafana_value(variable, selected):
+    """What Grafana's Prometheus data source puts in place of a variable whose current value is
+    `selected` (a list of values, or None for "All"), as its interpolateQueryExpr does."""
+    if selected is None:
+        return variable.get('allValue') or '.*'
+    if not variable.get('multi') and not variable.get('includeAll'):
+        return selected[0].replace('\\', '\\\\').replace("'", "\\\\'")
+    escaped = [grafana_regex_escape(v) for v in selected]
+    return escaped[0] if len(escaped) == 1 else '(' + '|'.join(escaped) + ')'
+
+
+def variable_values(dashboard, selection=None, globals_=None):
+    """{name: replacement} for every variable of the dashboard: Grafana's own (`globals_`, default
+    GLOBALS) and the dashboard's, each at `selection[name]` (a list of values) or, if not
+    selected, at "All". A variable with neither an allValue nor a selection gets a word."""
+    values = dict(GLOBALS if globals_ is None else globals_)
+    for v in variables_of(dashboard):
+        name = v.get('name', '')
+        if selection and name in selection:
+            values[name] = grafana_value(v, selection[name])
+        else:
+            values[name] = v.get('allValue') or f'var_{re.sub(r"[^A-Za-z0-9_]", "_", name)}'
+    return values
+
+
 def expand(expr, values):
     """Grafana's substitution of the dashboard's and its own variables; unknown names are kept."""
     def sub(m):
@@ -367,11 +408,12 @@ def lint_problems(d, promtool):
         return (isinstance(ref, dict) and ref.get('uid') in ds_uids
                 and ref.get('type') == 'prometheus')
 
-    # Values to parse the queries with: a variable's "All" (its allValue), else a word.
-    values = dict(GLOBALS)
-    for v in variables:
-        name = v.get('name', '')
-        values[name] = v.get('allValue') or f'var_{re.sub(r"[^A-Za-z0-9_]", "_", name)}'
+    # Values to parse the queries with: a variable's "All" (its allValue), else a word; and each
+    # query once more with a selection, as Grafana puts it in.
+    values = variable_values(d)
+    selected = variable_values(d, {n: EXAMPLE_SELECTION.get(n, ['example']) for n in
+                                   (v.get('name') for v in variables if v.get('type') == 'query')})
+    readings = [('', values), (' (variables at a selection)', selected)]
 
     exprs, where = {}, {}
     for v in variables:
@@ -411,9 +453,10 @@ def lint_problems(d, promtool):
         for u in undefined_variables(arg, values):
             out.append(f"variables: variable '{name}' uses undefined ${u}")
         if arg.strip():
-            key = ('variable', name)
-            exprs[key] = expand(arg, values)
-            where[key] = f"template-label-promql-rule: variable '{name}'"
+            for how, vals in readings:
+                key = ('variable', name, how)
+                exprs[key] = expand(arg, vals)
+                where[key] = f"template-label-promql-rule: variable '{name}'{how}"
 
     ids = set()
     for p in all_panels(d.get('panels', [])):
@@ -457,9 +500,10 @@ def lint_problems(d, promtool):
                 continue
             for u in undefined_variables(expr, values):
                 out.append(f'variables: {tw} uses undefined ${u}')
-            key = ('target', p.get('id'), n)
-            exprs[key] = expand(expr, values)
-            where[key] = f'target-promql-rule: {tw}'
+            for how, vals in readings:
+                key = ('target', p.get('id'), n, how)
+                exprs[key] = expand(expr, vals)
+                where[key] = f'target-promql-rule: {tw}{how}'
             # target-rate-interval-rule
             try:
                 for problem in range_problems(expr):
@@ -467,7 +511,10 @@ def lint_problems(d, promtool):
             except ValueError as e:
                 out.append(f'target-rate-interval-rule: {tw}: {e}')
 
-    for key, error in promql_parse_errors(exprs, promtool).items():
+    errors = promql_parse_errors(exprs, promtool)
+    for key, error in errors.items():
+        if key[-1] and (*key[:-1], '') in errors:
+            continue  # the same query at "All" is refused already: one problem, not two
         out.append(f'{where[key]}: invalid PromQL {exprs[key]!r}: {error}')
     return out
 
