@@ -9,7 +9,7 @@
 namespace cli {
 namespace {
 
-int check(const std::string& dir) {
+int check(const std::string& dir, bool verbose) {
   const std::vector<fs::path> trials = find_trial_dirs(dir, /*with_replays=*/true);
   if (trials.empty()) {
     std::fprintf(stderr,
@@ -30,7 +30,7 @@ int check(const std::string& dir) {
     tr.kept = true;
     r.add(std::move(tr));
   }
-  reports::console_summary(stdout, r, stdout_color());
+  reports::console_summary(stdout, r, stdout_color(), verbose);
   return r.exit_code();
 }
 
@@ -38,11 +38,13 @@ int check(const std::string& dir) {
 
 Subcommand add_check(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
+  auto verbose = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand("check", "re-check stored histories offline");
   cmd->add_option("dir", *dir, "a run or trial directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  return {cmd, [dir](const char*) { return check(*dir); }};
+  cmd->add_flag("-v,--verbose", *verbose, "one line per scenario: trials, violations, expected states reached, faults injected");
+  return {cmd, [dir, verbose](const char*) { return check(*dir, *verbose); }};
 }
 
 }  // namespace cli

@@ -21,6 +21,7 @@ namespace {
 struct MergeArgs {
   std::vector<std::string> dirs;
   std::string out, junit, metrics, baseline;
+  bool verbose = false;
 };
 
 struct Shard {
@@ -162,7 +163,7 @@ int merge(const MergeArgs& a) {
     return lock_rc;
   }
 
-  reports::console_summary(stdout, m, stdout_color());
+  reports::console_summary(stdout, m, stdout_color(), a.verbose);
   const int rc = m.tally.trials() == 0 ? 3 : m.exit_code();
   const std::string summary = m.out_dir + "/summary.json";
   int failed = 0;
@@ -187,6 +188,7 @@ Subcommand add_merge(CLI::App& app) {
       ->check(CLI::ExistingPath);
   cmd->add_option("--out", a->out, "where the merged summary.json and report.html go (default ./merged)");
   cmd->add_option("--junit", a->junit, "also write the merged JUnit XML here");
+  cmd->add_flag("-v,--verbose", a->verbose, "one line per scenario: trials, violations, expected states reached, faults injected");
   cmd->add_option("--metrics-file", a->metrics, "also write a Prometheus textfile of the merged run here");
   cmd->add_option("--baseline", a->baseline,
                   "classify the buckets against this baseline (default: as the shards did)")

@@ -15,7 +15,7 @@ namespace {
 
 struct ReportArgs {
   std::string dir, junit, metrics;
-  bool all = false;
+  bool all = false, verbose = false;
 };
 
 int report(const ReportArgs& a) {
@@ -65,7 +65,7 @@ int report(const ReportArgs& a) {
     if (!b.example_dir.empty() && fs::exists(fs::path(b.example_dir) / "minimal.toml"))
       b.shrunk = (fs::path(b.example_dir) / "minimal.toml").string();
   }
-  reports::console_summary(stdout, r, stdout_color());
+  reports::console_summary(stdout, r, stdout_color(), a.verbose);
   std::printf("timelines: %d written (timeline.json, timeline.html in each trial dir)\n",
               timelines);
   int failed = 0;
@@ -87,6 +87,7 @@ Subcommand add_report(CLI::App& app) {
   cmd->add_option("--junit", a->junit, "also write JUnit XML of the stored trials here");
   cmd->add_option("--metrics-file", a->metrics,
                   "also write a Prometheus textfile of the stored trials here");
+  cmd->add_flag("-v,--verbose", a->verbose, "one line per scenario: trials, violations, expected states reached, faults injected");
   cmd->add_flag("--all", a->all, "timelines for passing trials too (kept with --keep-passing)");
   return {cmd, [a](const char*) { return report(*a); }};
 }

@@ -47,7 +47,7 @@ std::optional<std::pair<int, int>> parse_shard(const std::string& text) {
 struct RunArgs {
   harness::RunOptions ro;
   std::string duration, shard, worker_bin, junit_file, metrics_file, baseline;
-  bool allow_shared_shm = false, no_mount_ns = false;
+  bool allow_shared_shm = false, no_mount_ns = false, verbose = false;
   reports::LiveOptions live;
 };
 
@@ -174,7 +174,7 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   // to the others (an --out that filled up must not cost the JUnit file given
   // elsewhere); the first that could not be written decides the exit code.
   int failed = 0;
-  reports::console_summary(stdout, r, stdout_color());
+  reports::console_summary(stdout, r, stdout_color(), a.verbose);
   std::string summary = r.out_dir + "/summary.json";
   if (report_written(reports::write_summary(r, summary), "summary.json", &failed)) {
     std::printf("summary: %s (seed %llu)\n", summary.c_str(), static_cast<unsigned long long>(r.seed));
@@ -239,6 +239,7 @@ Subcommand add_run(CLI::App& app) {
   cmd->add_flag("--allow-shared-shm", a->allow_shared_shm,
                 "run an external subject even without a private /dev/shm (it may meet the "
                 "machine's own names)");
+  cmd->add_flag("-v,--verbose", a->verbose, "one line per scenario: trials, violations, expected states reached, faults injected");
   cmd->add_flag("--keep-passing", ro.keep_passing, "keep passing trials' directories");
   cmd->add_option("--shard", a->shard,
                   "run shard i of n (e.g. 2/8): trial indices congruent to i mod n, same --seed on "

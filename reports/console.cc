@@ -101,55 +101,66 @@ std::string expectation_line(const harness::ScenarioTally& s) {
   return "NOT caught in " + n(s.trials) + " trials: expected " + s.expected + "; " + why;
 }
 
-void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
+namespace {
+
+// "12 sigkill, 3 pause-at-point": the faults a scenario's trials injected.
+std::string fault_counts(const std::map<std::string, std::uint64_t>& faults) {
+  std::string out;
+  for (const auto& [kind, n] : faults) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  return out.empty() ? "none" : out;
+}
+
+// The checks a person has to look at one by one: unknown ones (with why),
+// and violations when no bucket shows them (buckets do, with their reproduce
+// command). The first `limit` in detail; the rest counted.
+void not_valid_details(std::FILE* out, const harness::RunResult& r, bool color, bool violations_too) {
   using harness::Verdict;
-  std::fprintf(out, "\n%-28s %-26s %7s %9s  %s\n", "scenario", "invariant", "trials", "failing", "verdict");
-  for (const auto& [s, row] : scenario_table(r)) {
-    for (const auto& [inv, cell] : row.invariants) {
-      const char* c = !cell.excused.empty()             ? "\033[36m"
-                      : cell.worst == Verdict::kInvalid ? "\033[31m"
-                      : cell.worst == Verdict::kUnknown ? "\033[33m"
-                                                        : "\033[32m";
-      std::fprintf(out, "%-28s %-26s %7llu %9llu  %s%s%s\n", screen(s).c_str(), screen(inv).c_str(), static_cast<unsigned long long>(row.trials),
-                   static_cast<unsigned long long>(cell.failing), paint(color, c), cell_label(cell).c_str(),
-                   paint(color, "\033[0m"));
-    }
-  }
-  // Excuses are part of the result: every one with its reason.
-  for (const auto& [s, st] : r.tally.scenarios()) {
-    for (const auto& [inv, cell] : st.invariants) {
-      if (cell.excused.empty()) continue;
-      std::fprintf(out, "\nexcused: %s %s (%s in %llu trials, not counted): %s\n", screen(s).c_str(), screen(inv).c_str(),
-                   harness::verdict_name(cell.worst), static_cast<unsigned long long>(cell.not_valid()),
-                   screen(cell.excused).c_str());
-    }
-  }
-  // Every (trial, invariant) that was not valid, the first 20 in detail; the
-  // rest (and those of trials past the --max-kept cap) are counted.
-  std::uint64_t shown = 0;
+  constexpr std::uint64_t kLimit = 10;
+  std::uint64_t shown = 0, more = 0;
   for (const auto& t : r.listed) {
     for (const auto& c : t.checks) {
-      if (c.verdict == Verdict::kValid || !c.excused.empty() || shown >= 20) continue;
+      if (c.verdict == Verdict::kValid || !c.excused.empty()) continue;
+      if (c.verdict == Verdict::kInvalid && !violations_too) continue;
+      if (shown >= kLimit) {
+        ++more;
+        continue;
+      }
       ++shown;
       std::fprintf(out, "\n%s%s%s %s trial %d (seed %llu): %s\n", paint(color, "\033[1m"), harness::verdict_name(c.verdict),
                    paint(color, "\033[0m"), screen(t.scenario).c_str(), t.trial, static_cast<unsigned long long>(t.seed),
                    screen(c.invariant).c_str());
-      for (std::size_t i = 0; i < c.problems.size() && i < 5; ++i) std::fprintf(out, "  %s\n", screen(c.problems[i]).c_str());
-      std::fprintf(out, "  trial dir: %s\n  reproduce: %s\n", screen(t.dir).c_str(), screen(t.reproduce).c_str());
+      std::fprintf(out, "  reproduce: %s\n", screen(t.reproduce).c_str());
+      for (std::size_t i = 0; i < c.problems.size() && i < 3; ++i) std::fprintf(out, "  %s\n", screen(c.problems[i]).c_str());
+      if (!t.dir.empty()) std::fprintf(out, "  trial dir: %s\n", screen(t.dir).c_str());
     }
   }
-  std::uint64_t listed_lines = 0;
-  for (const auto& t : r.listed) {
-    for (const auto& c : t.checks) listed_lines += c.verdict != Verdict::kValid && c.excused.empty() ? 1 : 0;
+  if (more > 0) std::fprintf(out, "\n(%llu more not-valid checks: see summary.json)\n", static_cast<unsigned long long>(more));
+}
+
+}  // namespace
+
+// What a nightly log or a terminal needs on one screen: the verdict first,
+// then only what is not valid, each violation with its reproduce command;
+// the scenario x invariant matrix lives in summary.json and report.html.
+void console_summary(std::FILE* out, const harness::RunResult& r, bool color, bool verbose) {
+  using harness::Verdict;
+  const auto& bt = r.tally.buckets();
+  std::string triage;
+  if (!bt.buckets().empty() || bt.baseline()) {
+    triage = ", buckets: " + std::to_string(bt.count(false)) + " new, " + std::to_string(bt.count(true)) + " known";
+    if (bt.baseline() && r.verdict() == Verdict::kInvalid && r.tally.triaged_verdict() != Verdict::kInvalid)
+      triage += " (only known failures: they do not fail the run)";
   }
-  if (const std::uint64_t total = r.tally.not_valid_checks(); total > shown) {
-    if (listed_lines == total) {
-      std::fprintf(out, "\n(%llu more; see summary.json)\n", static_cast<unsigned long long>(total - shown));
-    } else {  // some failing trials were past the --max-kept cap: only counted
-      std::fprintf(out, "\n(%llu more; summary.json lists %llu of them and counts the rest)\n",
-                   static_cast<unsigned long long>(total - shown), static_cast<unsigned long long>(listed_lines - shown));
-    }
-  }
+  const Verdict v = r.verdict();
+  const char* vc = v == Verdict::kInvalid ? "\033[1;31m" : v == Verdict::kUnknown ? "\033[1;33m" : "\033[1;32m";
+  std::fprintf(out, "\nverdict %s%s%s: %llu trials of %zu scenarios in %.1fs%s%s\n", paint(color, vc), harness::verdict_name(v),
+               paint(color, "\033[0m"), static_cast<unsigned long long>(r.tally.trials()), r.tally.scenarios().size(), r.elapsed,
+               triage.c_str(), r.interrupted ? " (interrupted)" : "");
+
+  // Violations: one bucket per shape, each with its reproduce command.
+  console_buckets(out, r, color);
+  not_valid_details(out, r, color, /*violations_too=*/bt.buckets().empty());
+
   std::uint64_t errors_shown = 0;
   for (const auto& t : r.listed) {
     if (!t.harness_error) continue;
@@ -182,6 +193,16 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
                    screen(st.first_history_error).c_str());
     }
   }
+  // Excuses are part of the result: every one with its reason.
+  for (const auto& [s, st] : r.tally.scenarios()) {
+    for (const auto& [inv, cell] : st.invariants) {
+      if (cell.excused.empty() || cell.not_valid() == 0) continue;
+      std::fprintf(out, "\nexcused: %s %s (%s in %llu trials, not counted): %s\n", screen(s).c_str(), screen(inv).c_str(),
+                   harness::verdict_name(cell.worst), static_cast<unsigned long long>(cell.not_valid()),
+                   screen(cell.excused).c_str());
+    }
+  }
+  // A known-bad scenario's claim is the point of running it: each one, met or not.
   for (const auto& [s, st] : r.tally.scenarios()) {
     if (st.expected.empty()) continue;
     const char* c = st.expectation_met() ? "\033[32m" : "\033[33m";
@@ -189,16 +210,22 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color) {
                  paint(color, "\033[0m"));
   }
   for (const auto& m : r.missing_reached()) std::fprintf(out, "\nnever reached: %s\n", screen(m).c_str());
-  console_buckets(out, r, color);
-  const auto& bt = r.tally.buckets();
-  std::string triage;
-  if (!bt.buckets().empty() || bt.baseline()) {
-    triage = ", buckets: " + std::to_string(bt.count(false)) + " new, " + std::to_string(bt.count(true)) + " known";
-    if (bt.baseline() && r.verdict() == Verdict::kInvalid && r.tally.triaged_verdict() != Verdict::kInvalid)
-      triage += " (only known failures: they do not fail the run)";
+
+  if (verbose) {
+    std::fprintf(out, "\n%-34s %7s %8s %7s  %s\n", "scenario", "trials", "invalid", "states", "faults injected");
+    for (const auto& [s, st] : r.tally.scenarios()) {
+      std::string states = "-";
+      if (auto it = r.expect_reached.find(s); it != r.expect_reached.end() && !it->second.empty()) {
+        std::size_t reached = 0;
+        for (const auto& state : it->second) reached += st.reached.contains(state) ? 1 : 0;
+        states = std::to_string(reached) + "/" + std::to_string(it->second.size());
+      }
+      std::fprintf(out, "%-34s %7llu %8llu %7s  %s\n", screen(s).c_str(), static_cast<unsigned long long>(st.trials),
+                   static_cast<unsigned long long>(st.violating), states.c_str(), screen(fault_counts(st.faults)).c_str());
+    }
+  } else if (!r.tally.scenarios().empty()) {
+    std::fprintf(out, "\n(one line per scenario: -v; every scenario x invariant: summary.json, report.html)\n");
   }
-  std::fprintf(out, "\n%llu trials in %.1fs, verdict %s%s%s\n", static_cast<unsigned long long>(r.tally.trials()), r.elapsed,
-               harness::verdict_name(r.verdict()), triage.c_str(), r.interrupted ? " (interrupted)" : "");
 }
 
 void console_buckets(std::FILE* out, const harness::RunResult& r, bool color) {
@@ -213,9 +240,9 @@ void console_buckets(std::FILE* out, const harness::RunResult& r, bool color) {
       std::fprintf(out, "  %s%-5s%s %6llu trials (%d..%d)  %s\n", paint(color, b->known ? "\033[33m" : "\033[1;31m"),
                    b->known ? "known" : "NEW", paint(color, "\033[0m"), static_cast<unsigned long long>(b->trials),
                    b->first_trial, b->last_trial, screen(b->fingerprint).c_str());
+      std::fprintf(out, "        reproduce: %s\n", screen(b->reproduce).c_str());
       std::fprintf(out, "        %s\n", screen(b->example_problem).c_str());
       if (b->known) std::fprintf(out, "        known: %s\n", screen(b->known_reason).c_str());
-      std::fprintf(out, "        reproduce: %s\n", screen(b->reproduce).c_str());
       if (!b->shrunk.empty()) std::fprintf(out, "        shrunk: %s\n", screen(b->shrunk).c_str());
     }
     if (buckets.size() > 20) std::fprintf(out, "  (%zu more buckets in summary.json)\n", buckets.size() - 20);

@@ -60,10 +60,13 @@ std::map<std::string, ScenarioRow> scenario_table(const harness::RunResult& r);
 std::string report_html(const harness::RunResult& r);
 std::optional<harness::OutputError> write_report_html(const harness::RunResult& r, const std::string& path);
 
-// Console: a live progress line (TTY) or periodic plain lines, and the final table.
+// Console: a live progress line (TTY) or periodic plain lines, and the final summary.
 using Progress = harness::Progress;
 void console_progress(std::FILE* out, const Progress& p, bool tty, bool color);
-void console_summary(std::FILE* out, const harness::RunResult& r, bool color);
+// The verdict first, then only what is not valid (buckets with their
+// reproduce commands, unknown checks with why, errors, excuses, unmet
+// expectations, states never reached); `verbose` adds one line per scenario.
+void console_summary(std::FILE* out, const harness::RunResult& r, bool color, bool verbose = false);
 // The buckets part of console_summary: each with its count, trial range,
 // example problem and reproduce command; known buckets that did not recur.
 void console_buckets(std::FILE* out, const harness::RunResult& r, bool color);

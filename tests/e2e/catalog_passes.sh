@@ -19,13 +19,20 @@ if [[ -n $keep ]]; then
   out=$keep
 fi
 set +e
-"$shmstress" run scenarios/*.toml --trials "${CATALOG_TRIALS:-8}" --seed 20261121 --out "$out" >"$SCRATCH/out.log" 2>&1
+"$shmstress" run scenarios/*.toml --trials "${CATALOG_TRIALS:-8}" --seed 20261121 --out "$out" >"$SCRATCH/out.log" 2>"$SCRATCH/err.log"
 rc=$?
 set -e
-tail -n 40 "$SCRATCH/out.log"
+tail -n 5 "$SCRATCH/err.log"
+cat "$SCRATCH/out.log"
 if [[ $rc -ne 0 ]]; then
   [[ -n $keep ]] && rm -rf "$keep"  # never a control that is not clean
   fail "shmcoord did not pass the catalog (exit $rc)"
 fi
 [[ $(json "$out/summary.json" "j['verdict']") == valid ]] || fail "verdict not valid"
 [[ $(json "$out/summary.json" "len(j['violations'])") == 0 ]] || fail "violations reported"
+# The console of a green run of the whole catalog fits a screen: the verdict
+# first, no scenario x invariant matrix (docs/reports.md).
+lines=$(grep -c . "$SCRATCH/out.log")
+(( lines <= 25 )) || fail "a green catalog run printed $lines lines after its progress line (at most 25)"
+[[ $(grep -m1 . "$SCRATCH/out.log") == "verdict valid: "* ]] || fail "the console does not start with the verdict"
+! grep -q "prefix.unique" "$SCRATCH/out.log" || fail "the console prints the invariant matrix"

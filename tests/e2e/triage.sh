@@ -11,11 +11,21 @@ scen=(scenarios/basic.toml scenarios/kill-holder.toml)
 
 for i in 0 1; do
   set +e
-  "$S" run "${scen[@]}" --trials 6 --seed 8 --shard "$i/2" --worker-bin "$W" --out "$SCRATCH/s$i" >"$SCRATCH/s$i.log" 2>&1
+  "$S" run "${scen[@]}" --trials 6 --seed 8 --shard "$i/2" --worker-bin "$W" --out "$SCRATCH/s$i" >"$SCRATCH/s$i.log" 2>"$SCRATCH/s$i.err"
   rc=$?
   set -e
-  [[ $rc -eq 1 ]] || { tail -20 "$SCRATCH/s$i.log"; fail "shard $i/2 exited $rc, expected 1 (violations)"; }
+  [[ $rc -eq 1 ]] || { tail -20 "$SCRATCH/s$i.log" "$SCRATCH/s$i.err"; fail "shard $i/2 exited $rc, expected 1 (violations)"; }
 done
+# A run with violations shows the verdict, then each violation's bucket with
+# its reproduce command (docs/reports.md).
+"$PY" - "$SCRATCH/s0.log" <<'EOF' || { cat "$SCRATCH/s0.log"; fail "the console of a failing run is not verdict, then buckets with reproduce commands"; }
+import sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l]
+assert lines[0].startswith("verdict invalid: "), lines[0]
+assert lines[1].startswith("buckets: "), lines[1]
+assert "NEW" in lines[2], lines[2]
+assert lines[3].strip().startswith("reproduce: ") and "--seed 8" in lines[3], lines[3]
+EOF
 
 # Merge: one run of both shards.
 set +e
