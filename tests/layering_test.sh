@@ -10,7 +10,8 @@
 # counts as an arrow into harness/. Includes that resolve to no file of the
 # tree (the standard library, third-party packages) are no arrows.
 # A top folder holding C/C++ sources that is not in ROOMS fails: a new room
-# gets a row first.
+# gets a row first, here and in docs/architecture.md's table, which must say
+# what ROOMS says.
 #   layering_test.sh SOURCE_DIR
 set -euo pipefail
 
@@ -114,6 +115,43 @@ check_tree() {
   return $bad
 }
 
+# check_docs ROOT: docs/architecture.md's table of rooms ("Rooms and arrows")
+# says what ROOMS says: the same rooms, each with the same arrows.
+check_docs() {
+  local doc=$1/docs/architecture.md bad=0 row room cell want got tok
+  local -A seen=()
+  [[ -f $doc ]] || { echo "FAIL: no $doc to state the rooms and arrows" >&2; return 1; }
+  while IFS= read -r row; do
+    [[ $row =~ ^\|\ \`([a-z_]+)/\`\ \| ]] || continue
+    room=${BASH_REMATCH[1]}
+    cell=${row%|}
+    cell=${cell##*|}
+    got=""
+    while [[ $cell =~ \`([a-z_]+)/\`(.*) ]]; do
+      got+="${BASH_REMATCH[1]} "
+      cell=${BASH_REMATCH[2]}
+    done
+    seen[$room]=1
+    if [[ -z ${MAY[$room]+x} ]]; then
+      echo "FAIL: docs/architecture.md lists a room $room/ that ROOMS has no row for" >&2
+      bad=1
+      continue
+    fi
+    want=""
+    for tok in ${MAY[$room]}; do [[ $tok == "$room" ]] || want+="$tok "; done
+    got=$(tr ' ' '\n' <<<"$got" | sort | xargs)
+    want=$(tr ' ' '\n' <<<"$want" | sort | xargs)
+    if [[ $got != "$want" ]]; then
+      echo "FAIL: docs/architecture.md says $room/ may include: ${got:-nothing}; ROOMS says: ${want:-nothing}" >&2
+      bad=1
+    fi
+  done < <(sed -n '/^## Rooms and arrows/,/^## [^R]/p' "$doc")
+  for room in "${!MAY[@]}"; do
+    [[ -n ${seen[$room]+x} ]] || { echo "FAIL: docs/architecture.md has no row for $room/" >&2; bad=1; }
+  done
+  return $bad
+}
+
 # The check itself: on a made-up tree it must see an arrow up by a prefixed
 # include, one by a bare include the harness's include path resolves, and a
 # room without a row, and nothing else.
@@ -150,4 +188,5 @@ for d in lib harness injectors reports cli; do
 done
 self_test
 check_tree "$root"
+check_docs "$root"
 echo "layering: ok"
