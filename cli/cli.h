@@ -22,6 +22,7 @@
 #include "harness/run.h"
 #include "harness/scenario.h"
 #include "harness/stored.h"
+#include "harness/summary.h"
 
 namespace cli {
 
@@ -72,8 +73,6 @@ std::optional<harness::StoredSummary> find_run_summary(const fs::path& dir, std:
 // counts), from a run dir or the file itself: nullopt with *err naming the
 // file and what is wrong. *file: the summary.json it read.
 std::optional<harness::RunResult> read_run_result(const std::string& dir_or_file, fs::path* file, std::string* err);
-// trial_dir -> reproduce command, from a summary.json.
-std::map<std::string, std::string> reproduce_commands(const harness::StoredSummary& summary);
 // What a stored trial's run was started with, read from its reproduce command
 // in the run's summary.json (looked up by the trial dir as given); nullopt
 // with *err if that summary.json cannot be decoded.

@@ -18,9 +18,9 @@
 #include "harness/files.h"
 #include "harness/scenario.h"
 #include "harness/stored.h"
+#include "harness/summary.h"
 #include "harness/subjects.h"
 #include "reports/reports.h"
-#include "reports/summary_read.h"
 
 namespace cli {
 
@@ -109,31 +109,19 @@ std::optional<harness::RunResult> read_run_result(const std::string& dir_or_file
     *err = file->string() + ": no summary.json (is it a run dir?)";
     return std::nullopt;
   }
-  harness::StoredError load_err;
-  auto j = harness::load_json_object(file->string(), &load_err);
-  if (!j) {
-    *err = load_err.to_string();
-    return std::nullopt;
-  }
-  std::string why;
-  auto r = reports::read_summary(*j, &why);
-  if (!r) *err = file->string() + ": " + why;
+  harness::StoredError e;
+  auto s = harness::load_summary(file->string(), &e);
+  std::optional<harness::RunResult> r;
+  if (s) r = harness::run_result_of(*s, &e);
+  if (!r) *err = e.to_string();
   return r;
-}
-
-std::map<std::string, std::string> reproduce_commands(const harness::StoredSummary& summary) {
-  std::map<std::string, std::string> out;
-  for (const auto* list : {&summary.violations, &summary.unknown}) {
-    for (const auto& v : *list) out[v.trial_dir] = v.reproduce;
-  }
-  return out;
 }
 
 std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err) {
   auto summary = find_run_summary(trial_dir, err);
   if (!summary) return std::nullopt;
   TrialRunFlags f;
-  auto repro = reproduce_commands(*summary);
+  auto repro = summary->reproduce_by_dir();
   if (auto it = repro.find(trial_dir.string()); it != repro.end()) {
     f.worker_bin = reports::command_flag(it->second, "--worker-bin");
     f.subject = reports::command_flag(it->second, "--subject");

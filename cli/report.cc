@@ -36,7 +36,7 @@ int report(const ReportArgs& a) {
     std::fprintf(stderr, "shmstress report: %s\n", err.c_str());
     return 2;
   }
-  auto repro = reproduce_commands(*summary);
+  auto repro = summary->reproduce_by_dir();
   harness::RunResult r;  // every stored failing trial listed: the dirs are the bound
   r.run_id = summary->run_id.value_or("report");
   r.subject = summary->subject.value_or("native");

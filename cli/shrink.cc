@@ -9,9 +9,8 @@
 #include <memory>
 
 #include "cli/cli.h"
-#include "harness/stored.h"
+#include "harness/summary.h"
 #include "reports/reports.h"
-#include "reports/summary_read.h"
 
 namespace cli {
 namespace {
@@ -23,10 +22,9 @@ void note_shrunk(const fs::path& trial, const std::vector<harness::Fingerprint>&
   fs::path run = fs::canonical(trial, ec);
   for (int up = 0; !ec && up < 3 && !fs::exists(run / "summary.json"); ++up) run = run.parent_path();
   if (ec || !fs::exists(run / "summary.json")) return;
-  auto j = harness::load_json_object((run / "summary.json").string(), nullptr);
-  if (!j) return;  // not readable: nothing to note
-  std::string why;
-  auto r = reports::read_summary(*j, &why);
+  auto s = harness::load_summary((run / "summary.json").string(), nullptr);
+  if (!s) return;  // not readable: nothing to note
+  auto r = harness::run_result_of(*s, nullptr);
   if (!r) return;  // an older summary.json: nothing to note
   bool changed = false;
   for (const auto& f : fps) {

@@ -1,18 +1,17 @@
 // The baseline decoder (known.h): both formats, as the user or a run wrote
-// them, into a Baseline or an error naming file:line. Apart from baseline.cc,
-// which wraps it in std::expected, so the clang 14 fuzz build
-// (harness/fuzz/stored_fuzz.cc) can compile it: it decodes bytes someone else
-// wrote.
+// them, into a Baseline or an error naming file:line; a summary.json through
+// its one decoder (summary.h). Apart from baseline.cc, which wraps it in
+// std::expected, so the clang 14 fuzz build (harness/fuzz/baseline_fuzz.cc)
+// can compile it: it decodes bytes someone else wrote.
 #include <cstdint>
-#include <iterator>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "known.h"
+#include "summary.h"
 #include "triage.h"
 
 namespace harness {
@@ -103,119 +102,35 @@ std::optional<Baseline> parse_lines(std::string_view text, const std::string& fi
   return b;
 }
 
-// A forward iterator over text that counts the lines it has passed, so the
-// JSON parser's callback knows where it is.
-struct CountingIterator {
-  using iterator_category = std::forward_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = const char&;
-  const char* p = nullptr;
-  int* line = nullptr;
-  reference operator*() const { return *p; }
-  CountingIterator& operator++() {
-    if (*p == '\n') ++*line;
-    ++p;
-    return *this;
-  }
-  CountingIterator operator++(int) {
-    CountingIterator t = *this;
-    ++*this;
-    return t;
-  }
-  bool operator==(const CountingIterator& o) const { return p == o.p; }
-};
-
+// A run's summary.json (summary.h decodes it): its buckets, each with the
+// reason and expiry it was known by in that run, or "seen in run <id>".
 std::optional<Baseline> baseline_of_summary(std::string_view text, const std::string& file, Day today,
                                             BaselineError* err) {
-  int line = 1;
-  // Where each element of "buckets" starts, and where its keys are.
-  std::vector<int> bucket_line;
-  std::vector<std::map<std::string, int>> key_line;
-  std::string top_key;
-  auto cb = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::key && depth == 1) top_key = parsed.get<std::string>();
-    if (top_key == "buckets" && event == E::object_start && depth == 2) {
-      bucket_line.push_back(line);
-      key_line.emplace_back();
-    }
-    if (top_key == "buckets" && event == E::key && depth == 3 && !key_line.empty()) {
-      key_line.back()[parsed.get<std::string>()] = line;
-    }
-    return true;
-  };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(CountingIterator{text.data(), &line},
-                              CountingIterator{text.data() + text.size(), &line}, cb);
-  } catch (const nlohmann::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 4, column 1: syntax error ..."
-    std::string what = e.what();
-    if (auto at = what.find("parse error"); at != std::string::npos) {
-      if (auto colon = what.find(": ", at); colon != std::string::npos) what = what.substr(colon + 2);
-    }
-    return error(err, file, line, "not valid JSON: " + what);
+  StoredError e;
+  const std::optional<StoredSummary> s = parse_summary(text, file, &e);
+  if (!s) {
+    return error(err, file, e.line, e.where.empty() ? e.message : e.where + ": " + e.message);
   }
-  if (!j.is_object() || !j.contains("buckets") || !j["buckets"].is_array()) {
+  if (!s->buckets) {
     return error(err, file, 1,
                  "a JSON baseline must be a run's summary.json (an object with a \"buckets\" "
                  "array); is it from an older shmstress?");
   }
   Baseline b;
   b.file = file;
-  std::map<std::string, int> seen;
-  // Fields of another type than the run writes (a user may edit the file)
-  // read as absent: they only name things in reasons and notes.
-  auto field_text = [](const nlohmann::json& o, const char* key) {
-    auto it = o.find(key);
-    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  const std::string run = j["run_id"].is_string() ? j["run_id"].get<std::string>() : std::string("?");
+  const std::string run = s->run_id.value_or("?");
   b.run_id = run;
-  const auto& buckets = j["buckets"];
-  for (std::size_t i = 0; i < buckets.size(); ++i) {
-    const auto& bk = buckets[i];
-    const int at = i < bucket_line.size() ? bucket_line[i] : 1;
-    auto key_at = [&](const char* key) {
-      if (i < key_line.size()) {
-        if (auto it = key_line[i].find(key); it != key_line[i].end()) return it->second;
-      }
-      return at;
-    };
-    if (!bk.is_object() || !bk.contains("fingerprint") || !bk["fingerprint"].is_string()) {
-      return error(err, file, at, "buckets[" + std::to_string(i) + "] has no \"fingerprint\" string");
-    }
+  std::map<std::string, int> seen;
+  for (const StoredBucket& bk : *s->buckets) {
     KnownFailure k;
-    k.line = key_at("fingerprint");
-    k.fingerprint = bk["fingerprint"].get<std::string>();
-    k.known_in_run = field_text(bk, "status") == "known";
-    auto trials = bk.find("trials");
-    k.note = field_text(bk, "problem") + "\n" +
-             (trials != bk.end() && trials->is_number_integer() ? std::to_string(trials->get<std::int64_t>()) : "?") +
-             " trials in run " + run + "; reproduce: " + field_text(bk, "reproduce");
+    k.line = bk.line;
+    k.fingerprint = bk.fingerprint;
+    k.known_in_run = bk.known.value_or(false);
+    k.note = bk.problem.value_or("") + "\n" + (bk.trials ? std::to_string(*bk.trials) : "?") +
+             " trials in run " + run + "; reproduce: " + bk.reproduce.value_or("");
     // A bucket that was known in that run keeps its reason and expiry.
-    if (bk.contains("known_reason")) {
-      // Blank is refused as the line format refuses it: `shmstress baseline`
-      // writes this reason into a line that must have one.
-      if (!bk["known_reason"].is_string() || trim(bk["known_reason"].get<std::string>()).empty()) {
-        return error(err, file, key_at("known_reason"),
-                     "buckets[" + std::to_string(i) + "].known_reason must be a non-blank string");
-      }
-      k.reason = bk["known_reason"].get<std::string>();
-    } else {
-      k.reason = "seen in run " + run;
-    }
-    if (bk.contains("known_expires") && !bk["known_expires"].is_null()) {
-      const auto& e = bk["known_expires"];
-      k.expires = e.is_string() ? parse_day(e.get<std::string>()) : std::nullopt;
-      if (!k.expires) {
-        return error(err, file, key_at("known_expires"),
-                     "buckets[" + std::to_string(i) +
-                         "].known_expires must be a date \"YYYY-MM-DD\" or null");
-      }
-    }
+    k.reason = bk.known_reason.value_or("seen in run " + run);
+    k.expires = bk.known_expires;
     if (auto e = add(b, std::move(k), today, seen)) {
       *err = *e;
       return std::nullopt;

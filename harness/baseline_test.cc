@@ -86,15 +86,18 @@ TEST(Baseline, ASummaryJsonIsABaselineToo) {
 TEST(Baseline, BadSummaryJsonNamesTheLine) {
   auto b = parse_baseline("{\n  \"buckets\": [\n    {\"fingerprint\": 3}\n  ]\n}\n", "s.json", kToday);
   ASSERT_FALSE(b);
-  EXPECT_EQ(b.error().to_string(), "s.json:3: buckets[0] has no \"fingerprint\" string");
+  EXPECT_EQ(b.error().to_string(), "s.json:3: /buckets/0/fingerprint: must be a string, got 3");
+  b = parse_baseline("{\n  \"buckets\": [\n    {\"status\": \"new\"}\n  ]\n}\n", "s.json", kToday);
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().to_string(), "s.json:3: /buckets/0/fingerprint: is missing");
   b = parse_baseline("{\n  \"buckets\": [\n    {\"fingerprint\": \"a/b/c\"}\n  ]\n}\n", "s.json", kToday);
   ASSERT_FALSE(b);
   EXPECT_TRUE(b.error().to_string().starts_with("s.json:3: 'a/b/c' is not a fingerprint")) << b.error().to_string();
   b = parse_baseline("{\n  \"buckets\": [\n    {\"fingerprint\": \"a\",\n", "s.json", kToday);
   ASSERT_FALSE(b);
   EXPECT_EQ(b.error().to_string(),
-            "s.json:4: not valid JSON: syntax error while parsing object key - unexpected end of input; "
-            "expected string literal");
+            "s.json: not valid JSON: parse error at line 4, column 1: syntax error while parsing object key - "
+            "unexpected end of input; expected string literal");
   b = parse_baseline("{\"trials\": 3}", "s.json", kToday);
   ASSERT_FALSE(b);
   EXPECT_TRUE(b.error().to_string().starts_with("s.json:1: a JSON baseline must be a run's summary.json"));
@@ -108,7 +111,7 @@ TEST(Baseline, ABlankKnownReasonIsRefusedAsABlankLineReasonIs) {
                               "\",\n     \"known_reason\": \" \\t\"}\n  ]\n}\n",
                           "s.json", kToday);
   ASSERT_FALSE(b);
-  EXPECT_EQ(b.error().to_string(), "s.json:4: buckets[0].known_reason must be a non-blank string");
+  EXPECT_EQ(b.error().to_string(), "s.json:4: /buckets/0/known_reason: must be a non-blank string");
   b = parse_baseline(fp + "  never   \t \n", "known.txt", kToday);
   ASSERT_FALSE(b);
   EXPECT_EQ(b.error().to_string(), "known.txt:1: no reason for " + fp + ": say why it is known");

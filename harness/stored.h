@@ -1,10 +1,11 @@
 // What a run directory stores that the offline commands (check, report,
 // replay, shrink) read back: each trial's schedule.json and verdict.json, and
-// the run's summary.json. The run wrote them, but by the time they are read
-// anyone may have edited, truncated or replaced them, so each is decoded once,
-// here, into a typed record: a file that does not fit is a StoredError naming
-// the file and where in it (a JSON pointer such as /violations/2/reproduce, or
-// the line and column of a syntax error), never an exception.
+// the run's summary.json (its record is summary.h's). The run wrote them, but
+// by the time they are read anyone may have edited, truncated or replaced
+// them, so each is decoded once into a typed record: a file that does not fit
+// is a StoredError naming the file and where in it (a JSON pointer such as
+// /violations/2/reproduce, or the line and column of a syntax error), never an
+// exception.
 //
 // Keys the offline commands do not use are ignored (a newer harness may add
 // some); the ones they use must have the type and range the run writes.
@@ -16,22 +17,27 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "checker.h"
 
 namespace harness {
 
 struct StoredError {
   std::string file;
-  std::string where;  // "/trial", "line 3, column 7", or empty (the file as a whole)
+  std::string where;  // "/trial", "line 3", or empty (the file as a whole)
   std::string message;
-  std::string to_string() const;  // "file: /trial: must be an integer, got "abc""
+  int line = 0;  // the line of `where` in the file, where the decoder knows it; 0: not known
+  // "file: /trial: must be an integer, got "abc"", "file:4: /buckets/0/trials: ..."
+  std::string to_string() const;
 };
 
 // A stored JSON document nested deeper than this is refused before it is
 // parsed: nothing the harness writes is deeper than 6.
 inline constexpr int kMaxStoredJsonDepth = 64;
+
+// A count no run reaches (2^40: a trial a microsecond for twelve days, a
+// million times over). Stored counts are at most this, so the sums of the
+// shards of one nightly (at most 100000, summary.h) fit in 64 bits.
+inline constexpr std::uint64_t kMaxStoredCount = std::uint64_t{1} << 40;
 
 // schedule.json: which trial of which run this is (plan.cc writes it).
 struct StoredSchedule {
@@ -55,38 +61,16 @@ struct StoredVerdict {
   std::vector<StoredCheck> checks;
 };
 
-// summary.json: the parts reports take from it for stored trials.
-struct StoredListedTrial {
-  std::string trial_dir;  // as the run wrote it (absolute)
-  std::string reproduce;  // the command that replays it
-};
-struct StoredSummary {
-  std::optional<std::string> run_id;
-  std::optional<std::string> subject;
-  std::optional<double> elapsed_s;
-  std::vector<StoredListedTrial> violations, unknown;  // entries with a trial_dir
-};
-
 // Decoders of a file's text (`file` names it in errors).
 std::optional<StoredSchedule> parse_schedule(std::string_view text, const std::string& file,
                                              StoredError* err);
 std::optional<StoredVerdict> parse_verdict(std::string_view text, const std::string& file,
-                                           StoredError* err);
-std::optional<StoredSummary> parse_summary(std::string_view text, const std::string& file,
                                            StoredError* err);
 
 // The same, reading the file first (a regular file of at most
 // kMaxUserFileBytes, files.h).
 std::optional<StoredSchedule> load_schedule(const std::string& path, StoredError* err);
 std::optional<StoredVerdict> load_verdict(const std::string& path, StoredError* err);
-std::optional<StoredSummary> load_summary(const std::string& path, StoredError* err);
-
-// A stored JSON object read as the load_* functions read (a regular file of
-// at most kMaxUserFileBytes, nested at most kMaxStoredJsonDepth): for callers
-// that decode summary.json further themselves (merge, shrink, baseline).
-std::optional<nlohmann::json> load_json_object(const std::string& path, StoredError* err);
-// The same, of text already read (`file` names it in errors).
-std::optional<nlohmann::json> parse_json_object(std::string_view text, const std::string& file, StoredError* err);
 
 // The deepest nesting of arrays and objects in JSON text (strings skipped),
 // stopping early once past `limit`; and the 1-based line where it got there.

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+
+#include "summary.h"
 
 namespace harness {
 namespace {
@@ -142,8 +145,9 @@ TEST(StoredSummary, DecodesWhatReportsUse) {
   ASSERT_TRUE(s) << e.to_string();
   EXPECT_EQ(s->run_id, "r1");
   EXPECT_EQ(s->elapsed_s, 1.5);
-  ASSERT_EQ(s->violations.size(), 1u);  // the one without a dir has nothing to look up
-  EXPECT_EQ(s->violations[0].trial_dir, "/x/t0");
+  // The one without a dir has nothing to look up.
+  EXPECT_EQ(s->reproduce_by_dir(), (std::map<std::string, std::string>{
+                                       {"/x/t0", "shmstress run a.toml --seed 1 --trial 0"}}));
 }
 
 TEST(StoredSummary, ARunIdThatIsANumberIsNamed) {

@@ -12,7 +12,7 @@
 
 #include "harness/triage.h"
 #include "reports/reports.h"
-#include "reports/summary_read.h"
+#include "harness/summary.h"
 
 namespace reports {
 namespace {
@@ -270,8 +270,18 @@ TEST(SummaryJson, BucketsGroupViolationsByFingerprint) {
   EXPECT_EQ(j["violations"][0]["fingerprints"][0], b["fingerprint"]);
 }
 
-// What `merge` reads back is the run that was written: summary_json of it is
-// the same (up to the order of the listed trials).
+// What `merge` reads back (harness/summary.h: the one decoder, then
+// run_result_of) is the run that was written: summary_json of it is the same
+// (up to the order of the listed trials).
+std::optional<RunResult> ReadBack(const nlohmann::json& j, std::string* err) {
+  harness::StoredError e;
+  auto s = harness::parse_summary(j.dump(2), "summary.json", &e);
+  std::optional<RunResult> r;
+  if (s) r = harness::run_result_of(*s, &e);
+  if (!r) *err = e.to_string();
+  return r;
+}
+
 TEST(SummaryRead, RoundTripsTheRun) {
   auto trials = Trials(3000, 2, 4);  // past kExact: the sketches are bucketed
   RunResult r = MakeRun(trials, 30);
@@ -290,7 +300,7 @@ TEST(SummaryRead, RoundTripsTheRun) {
   for (const RunResult* run : {&r, &rb}) {
     const nlohmann::json want = summary_json(*run);
     std::string err;
-    auto back = read_summary(want, &err);
+    auto back = ReadBack(want, &err);
     ASSERT_TRUE(back) << err;
     nlohmann::json got = summary_json(*back);
     for (auto* j : {&got, const_cast<nlohmann::json*>(&want)}) {
@@ -305,21 +315,27 @@ TEST(SummaryRead, RoundTripsTheRun) {
   }
 }
 
-TEST(SummaryRead, NamesTheKeyThatIsWrong) {
+TEST(SummaryRead, NamesTheFileAndTheKeyThatIsWrong) {
   RunResult r = MakeRun(Trials(20, 1, 5), 0);
   nlohmann::json j = summary_json(r);
   j["tally"]["scenarios"]["basic"]["trials"] = "many";
   std::string err;
-  ASSERT_FALSE(read_summary(j, &err));
-  EXPECT_EQ(err, "tally.scenarios.basic.trials has the wrong type (string)");
+  ASSERT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err,
+            "summary.json: /tally/scenarios/basic/trials: must be a count (an integer in 0..2^40), got the "
+            "string \"many\"");
   j = summary_json(r);
   j.erase("tally");
-  EXPECT_FALSE(read_summary(j, &err));
-  EXPECT_NE(err.find("no \"tally\""), std::string::npos);
+  EXPECT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err, "summary.json: no \"tally\": written by a shmstress from before `merge` (run the shard again)");
   j = summary_json(r);
   j["shard"] = "3/2";
-  EXPECT_FALSE(read_summary(j, &err));
-  EXPECT_EQ(err, "summary.shard '3/2' is not i/n");
+  EXPECT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err, "summary.json: /shard: \"3/2\" is not i/n (0 <= i < n)");
+  j = summary_json(r);
+  j.erase("seed");
+  EXPECT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err, "summary.json: /seed: is missing");
 }
 
 // What merge adds up must fit: a shard count, a count or a trial index past
@@ -330,23 +346,24 @@ TEST(SummaryRead, RefusesCountsAndIndicesThatWouldOverflowAMerge) {
   std::string err;
   nlohmann::json j = summary_json(r);
   j["shard"] = "0/2000000000";
-  EXPECT_FALSE(read_summary(j, &err));
-  EXPECT_EQ(err, "summary.shard '0/2000000000': more than 100000 shards");
+  EXPECT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err, "summary.json: /shard: \"0/2000000000\": more than 100000 shards");
   j = summary_json(r);
   j["tally"]["totals"]["trials"] = std::numeric_limits<std::uint64_t>::max();
-  EXPECT_FALSE(read_summary(j, &err));
-  EXPECT_EQ(err, "tally.totals.trials = 18446744073709551615 is past any run's count (at most 2^40)");
+  EXPECT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err,
+            "summary.json: /tally/totals/trials: 18446744073709551615 is past any run's count (at most 2^40)");
   j = summary_json(r);
   ASSERT_FALSE(j["violations"].empty());
   j["violations"][0]["trial"] = std::uint64_t{1} << 32;
-  EXPECT_FALSE(read_summary(j, &err));
-  EXPECT_EQ(err, "summary.violations[0].trial = 4294967296 is out of range");
+  EXPECT_FALSE(ReadBack(j, &err));
+  EXPECT_EQ(err, "summary.json: /violations/0/trial: must be an integer in 0..2147483647, got 4294967296");
   j = summary_json(r);
   j["violations"][0]["seed"] = std::numeric_limits<std::uint64_t>::max();  // a seed is any 64-bit value
-  EXPECT_TRUE(read_summary(j, &err)) << err;
+  EXPECT_TRUE(ReadBack(j, &err)) << err;
 }
 
-// What `report` reads back from summary.json (harness/stored.h) decodes what
+// What `report` reads back from summary.json (harness/summary.h) decodes what
 // this writes: run id, subject, elapsed time, each listed trial's dir and
 // reproduce command.
 TEST(SummaryJson, TheStoredDecoderReadsBackWhatItWrites) {
@@ -360,10 +377,10 @@ TEST(SummaryJson, TheStoredDecoderReadsBackWhatItWrites) {
   EXPECT_EQ(back->run_id, r.run_id);
   EXPECT_EQ(back->subject, r.subject);
   EXPECT_EQ(back->elapsed_s, 12.5);
-  ASSERT_FALSE(back->violations.empty());
-  for (const auto& v : back->violations) {
-    EXPECT_EQ(v.trial_dir.rfind("/runs/r/", 0), 0u) << v.trial_dir;
-    EXPECT_EQ(v.reproduce.rfind("shmstress run s.toml --seed 5 --trial ", 0), 0u) << v.reproduce;
+  ASSERT_FALSE(back->reproduce_by_dir().empty());
+  for (const auto& [dir, reproduce] : back->reproduce_by_dir()) {
+    EXPECT_EQ(dir.rfind("/runs/r/", 0), 0u) << dir;
+    EXPECT_EQ(reproduce.rfind("shmstress run s.toml --seed 5 --trial ", 0), 0u) << reproduce;
   }
 }
 

@@ -1,10 +1,9 @@
-// libFuzzer target over the files of a stored run dir as the offline commands
-// (check, report, replay, shrink) decode them: schedule.json, verdict.json,
-// summary.json (stored.h), and the reproduce commands summary.json carries,
-// which replay and shrink split into shell words to find --worker-bin
-// (reports::command_flag). A user may have edited, truncated or replaced any
-// of them, so each decoder must answer with a record or an error naming the
-// file: never an exception, a crash or a sanitizer report.
+// libFuzzer target over a stored trial's files as the offline commands
+// (check, report, replay, shrink) decode them: schedule.json and verdict.json
+// (stored.h; summary.json is summary_fuzz's). A user may have edited,
+// truncated or replaced any of them, so each decoder must answer with a record
+// or an error naming the file: never an exception, a crash or a sanitizer
+// report.
 //
 // The first input byte selects the decoder (modulo the count); the rest is the
 // file. Beyond "does not crash", what the callers rely on is checked.
@@ -15,14 +14,13 @@
 #include <string>
 #include <string_view>
 
-#include "reports/reports.h"
 #include "scenario.h"
 #include "stored.h"
 #include "check.h"
 
 namespace {
 
-enum Decoder : std::uint8_t { kSchedule, kVerdict, kSummary, kDecoderCount };
+enum Decoder : std::uint8_t { kSchedule, kVerdict, kDecoderCount };
 
 constexpr char kFile[] = "run/trial-0/stored.json";
 
@@ -53,20 +51,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       auto v = harness::parse_verdict(text, kFile, &err);
       if (!v) return check_error(err), 0;
       for (const auto& c : v->checks) check(!c.invariant.empty(), "a check names its invariant");
-      (void)reports::replay_targets(*v);
-      break;
-    }
-    case kSummary: {
-      auto s = harness::parse_summary(text, kFile, &err);
-      if (!s) return check_error(err), 0;
-      check(!s->elapsed_s || *s->elapsed_s >= 0, "elapsed time is not negative");
-      for (const auto* list : {&s->violations, &s->unknown}) {
-        for (const auto& t : *list) {
-          check(!t.trial_dir.empty(), "a listed trial has a dir");
-          (void)reports::command_flag(t.reproduce, "--worker-bin");
-          (void)reports::command_flag(t.reproduce, "--no-mount-ns");
-        }
-      }
       break;
     }
   }

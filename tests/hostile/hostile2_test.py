@@ -1089,15 +1089,15 @@ def _set(j, keys, value):
     j[keys[-1]] = value
 
 
-absurd_shard_case("a-shard-count-of-2000000000", lambda j: _set(j, ["shard"], "1/2000000000"), "summary.shard")
+absurd_shard_case("a-shard-count-of-2000000000", lambda j: _set(j, ["shard"], "1/2000000000"), "/shard")
 absurd_shard_case("totals-of-2^64-1", lambda j: _set(j, ["tally", "totals", "trials"], 2**64 - 1),
-                  "tally.totals.trials")
+                  "/tally/totals/trials")
 absurd_shard_case("a-scenario-count-of-2^64-1",
                   lambda j: _set(j, ["tally", "scenarios", "quick", "trials"], 2**64 - 1),
-                  "tally.scenarios.quick.trials")
+                  "/tally/scenarios/quick/trials")
 absurd_shard_case("a-trial-index-past-2^32", lambda j: j["violations"].append({
     "scenario": "quick", "trial": 2**32 + 1, "seed": 1, "run_seed": 7, "trial_dir": "", "reproduce": "",
-    "invariant": "prefix.unique", "problems": ["forged"]}), "summary.violations[0].trial")
+    "invariant": "prefix.unique", "problems": ["forged"]}), "/violations/0/trial")
 
 
 @case("also/baseline-refuses-a-blank-reason-at-write")
@@ -1127,7 +1127,7 @@ exec %s "$@"
     edited = write(path("baselines", "edited", "summary.json"), json.dumps(s))
     f = path("baselines", "from-edited.txt")
     r = run(["baseline", edited, "-o", f])
-    expect(r, 2, re.escape(edited) + r":\d+: buckets\[0\]\.known_reason must be a non-blank string", problems)
+    expect(r, 2, re.escape(edited) + r":\d+: /buckets/0/known_reason: must be a non-blank string", problems)
     if os.path.exists(f):
         problems.append("baseline of a blank known_reason wrote %s" % f)
     # What it does write, `run --baseline` takes.

@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "checker.h"
-#include "history.h"
+#include "harness/checker.h"
+#include "harness/fuzz/check.h"
+#include "harness/history.h"
+#include "harness/run.h"
+#include "harness/scenario.h"
+#include "harness/stored.h"
 #include "reports/reports.h"
-#include "run.h"
-#include "scenario.h"
-#include "stored.h"
-#include "check.h"
 
 namespace {
 
