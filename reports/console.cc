@@ -193,10 +193,16 @@ void console_summary(std::FILE* out, const harness::RunResult& r, bool color, bo
                    screen(st.first_history_error).c_str());
     }
   }
-  // Excuses are part of the result: every one with its reason.
+  // Excuses are part of the result: each one that hid a failure with its
+  // reason (-v: every one).
   for (const auto& [s, st] : r.tally.scenarios()) {
     for (const auto& [inv, cell] : st.invariants) {
-      if (cell.excused.empty() || cell.not_valid() == 0) continue;
+      if (cell.excused.empty() || (cell.not_valid() == 0 && !verbose)) continue;
+      if (cell.not_valid() == 0) {
+        std::fprintf(out, "\nexcused: %s %s (held in every trial): %s\n", screen(s).c_str(), screen(inv).c_str(),
+                     screen(cell.excused).c_str());
+        continue;
+      }
       std::fprintf(out, "\nexcused: %s %s (%s in %llu trials, not counted): %s\n", screen(s).c_str(), screen(inv).c_str(),
                    harness::verdict_name(cell.worst), static_cast<unsigned long long>(cell.not_valid()),
                    screen(cell.excused).c_str());
