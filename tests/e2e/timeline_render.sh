@@ -20,15 +20,16 @@ page=$trial/timeline.html
 [[ -s $page ]] || fail "no timeline.html in $trial"
 
 # chromium MODE OUT PAGE: MODE is --screenshot=FILE or --dump-dom (to OUT);
-# its log (console messages included) goes to OUT.log. Its own profile dir in
-# the scratch dir; run in the foreground under a deadline, so nothing outlives it.
+# its log (console messages included) goes to OUT.log; the window is
+# $WINDOW (default 1400,900). Its own profile dir in the scratch dir; run in
+# the foreground under a deadline, so nothing outlives it.
 chromium_run() {
   local mode=$1 out=$2 url=file://$3
   local profile
   profile=$(mktemp -d "$SCRATCH/profile.XXXXXX")
   timeout -k 5 60 chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
-    --enable-logging=stderr --v=0 --window-size=1400,900 "$mode" "$url" >"$out" 2>"$out.log" ||
+    --enable-logging=stderr --v=0 --window-size="${WINDOW:-1400,900}" "$mode" "$url" >"$out" 2>"$out.log" ||
     { tail -20 "$out.log" >&2; fail "chromium $mode exited $?"; }
 }
 # Console lines: Chromium logs the page's console calls and uncaught errors as
@@ -75,7 +76,8 @@ chromium_run --dump-dom "$SCRATCH/broken.dom" "$SCRATCH/broken.html"
 ! grep -q 'class="row lane"' "$SCRATCH/broken.dom" || fail "the broken page drew lanes anyway?"
 echo "ok: a page whose script throws is caught: $(console_lines "$SCRATCH/broken.dom.log" | head -1 | sed 's/^.*CONSOLE[^]]*] //')"
 
-# The run's report.html renders too: the verdict, the table, a link to the failing trial's timeline.
+# The run's report.html renders too: the verdict, the buckets with their
+# commands, a link to the failing trial's timeline.
 report=$SCRATCH/run/report.html
 [[ -f $report ]] || fail "the run wrote no report.html"
 chromium_run "--screenshot=$SCRATCH/report.png" "$SCRATCH/report.out" "$report"
@@ -84,4 +86,23 @@ chromium_run "--screenshot=$SCRATCH/report.png" "$SCRATCH/report.out" "$report"
 chromium_run --dump-dom "$SCRATCH/report.dom" "$report"
 grep -q 'class="badge invalid">invalid</span></h1>' "$SCRATCH/report.dom" || fail "report.html lacks the run's verdict"
 grep -q 'href="basic/trial-[0-9]*/timeline.html"' "$SCRATCH/report.dom" || fail "report.html does not link the failing trial's timeline"
+grep -q 'replay [^<]*basic/trial-[0-9]* --times 10' "$SCRATCH/report.dom" || fail "report.html gives no replay command for the bucket"
 echo "ok: report.html renders with the verdict and links to the failing timeline"
+
+# At a 1280 px window nothing on report.html sticks out past the window (the
+# page has no script: a copy gets one that measures it), and its sections
+# come in reading order: verdict, violations, coverage, latency, invariants.
+sed 's|</body>|<script>{const w = document.documentElement.clientWidth; const out = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > w + 0.5).slice(0, 5).map(e => e.tagName + "." + e.className); document.body.insertAdjacentHTML("beforeend", "<pre id=measure>width " + w + " scroll " + document.documentElement.scrollWidth + " out [" + out.join(" ") + "]</pre>")}</script></body>|' \
+  "$report" >"$SCRATCH/report-measured.html"
+WINDOW=1280,900 chromium_run --dump-dom "$SCRATCH/report-measured.dom" "$SCRATCH/report-measured.html"
+[[ -z $(console_lines "$SCRATCH/report-measured.dom.log") ]] || fail "console messages while measuring report.html"
+measure=$(grep -o '<pre id="measure">[^<]*' "$SCRATCH/report-measured.dom" | sed 's/^.*">//')
+[[ -n $measure ]] || fail "the measuring copy of report.html did not run"
+[[ $measure == *"out []" ]] || fail "report.html is wider than a 1280 px window: $measure"
+"$PY" - "$SCRATCH/report.dom" <<'EOF' || fail "report.html's sections are missing or out of order"
+import sys
+dom = open(sys.argv[1]).read()
+at = [dom.find('id="%s"' % s) for s in ("verdict", "violations", "coverage", "latency", "invariants")]
+assert -1 not in at and at == sorted(at), at
+EOF
+echo "ok: report.html fits a 1280 px window ($measure), sections in order"
