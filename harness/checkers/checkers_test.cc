@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 #include "checkers/excuses.h"
 #include "history.h"
 

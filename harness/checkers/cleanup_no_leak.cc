@@ -22,7 +22,7 @@
 #include <csignal>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

@@ -24,7 +24,7 @@
 #include <fmt/format.h>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 #include <algorithm>
 #include <set>

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <csignal>
 
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness::checks {
 namespace {

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

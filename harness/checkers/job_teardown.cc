@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

@@ -35,7 +35,7 @@
 #include <string_view>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 #include "checkers/excuses.h"
 
 namespace harness {

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 #include "checkers/excuses.h"
 
 namespace harness {

@@ -1,7 +1,7 @@
 // prefix.exclusive-local: a local dir registered (with a remote, on either
 // side) by a live job is never granted to another job, which instead gets a
 // clear "in-use" error naming the dir; and only a live job can make a dir
-// "in use" (DESIGN §4). "Live" is the hold of checkers/common.h without its
+// "in use" (DESIGN §4). "Live" is the hold of checkers/history_queries.h without its
 // stale remainder: a dead job must not block a restart.
 //
 // Verdicts: invalid when two conflicting jobs certainly held at one moment, or
@@ -14,7 +14,7 @@
 #include <set>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

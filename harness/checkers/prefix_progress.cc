@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 #include <set>
 

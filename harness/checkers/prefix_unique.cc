@@ -2,7 +2,7 @@
 // holder that died without releasing keeps counting as holding until something
 // shows its resources gone (DESIGN §4).
 //
-// Verdicts, from the holds in checkers/common.h:
+// Verdicts, from the holds in checkers/history_queries.h:
 // - invalid: two jobs *certainly* held one prefix at one moment (between their
 //   acquires returning ok and their releases being invoked / their last sign
 //   of life);
@@ -21,7 +21,7 @@
 #include <fmt/format.h>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

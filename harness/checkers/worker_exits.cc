@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "checker.h"
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {

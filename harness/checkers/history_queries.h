@@ -1,4 +1,6 @@
-// Facts several checkers derive from a History the same way: who held which
+// The query layer every checker uses over a History (checker files keep to
+// their invariant's rules and ask these). Facts several checkers derive from a
+// History the same way: who held which
 // prefix when (and how sure we are), whether a worker was stopped or dead at a
 // moment, which names a fault seeded as another user's. Shared so that
 // prefix.unique, prefix.exclusive-local and cleanup.safety never disagree on

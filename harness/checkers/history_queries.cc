@@ -1,4 +1,4 @@
-#include "checkers/common.h"
+#include "checkers/history_queries.h"
 
 #include "checkers/excuses.h"
 
