@@ -19,16 +19,18 @@ template <typename T>
 std::optional<T> load(const std::string& path, StoredError* err,
                       std::optional<T> (*parse)(std::string_view, const std::string&,
                                                 StoredError*)) {
-  std::string why;
-  auto text = read_regular_file(path, kMaxUserFileBytes, &why);
-  if (!text) {
-    if (err != nullptr) *err = StoredError{path, "", "cannot read: " + why};
-    return std::nullopt;
-  }
-  return parse(*text, path, err);
+  auto text = read_stored(path, err);
+  return text ? parse(*text, path, err) : std::nullopt;
 }
 
 }  // namespace
+
+std::optional<std::string> read_stored(const std::string& path, StoredError* err) {
+  std::string why;
+  auto text = read_regular_file(path, kMaxUserFileBytes, &why);
+  if (!text && err != nullptr) *err = StoredError{path, "", "cannot read: " + why};
+  return text;
+}
 
 std::string StoredError::to_string() const {
   std::string out = file;

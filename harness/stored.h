@@ -30,6 +30,11 @@ struct StoredError {
   std::string to_string() const;
 };
 
+// The text of a file a user or an earlier run left for us to read back: a
+// regular file within kMaxUserFileBytes, else an error naming it. Every
+// stored-file loader (schedule, verdict, summary) reads through this.
+std::optional<std::string> read_stored(const std::string& path, StoredError* err);
+
 // A stored JSON document nested deeper than this is refused before it is
 // parsed: nothing the harness writes is deeper than 6.
 inline constexpr int kMaxStoredJsonDepth = 64;

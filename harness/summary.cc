@@ -573,13 +573,8 @@ std::optional<StoredSummary> parse_summary(std::string_view text, const std::str
 }
 
 std::optional<StoredSummary> load_summary(const std::string& path, StoredError* err) {
-  std::string why;
-  auto text = read_regular_file(path, kMaxUserFileBytes, &why);
-  if (!text) {
-    if (err != nullptr) *err = StoredError{path, "", "cannot read: " + why};
-    return std::nullopt;
-  }
-  return parse_summary(*text, path, err);
+  auto text = read_stored(path, err);
+  return text ? parse_summary(*text, path, err) : std::nullopt;
 }
 
 std::optional<RunResult> run_result_of(const StoredSummary& s, StoredError* err) {
