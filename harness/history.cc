@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -554,6 +555,29 @@ struct Builder {
     points[WorkerKey{job, rank, pid}] = Point{*name, t};
   }
 
+  // What a process said, as a stop signal reached it, of that signal and its
+  // sender: believed only for an exit whose status its parent took first
+  // (build_history), and only when the sender is the job's launcher.
+  struct Signalled {
+    WorkerKey who;
+    int worker = -1;
+    int signal = 0;
+    int sender = 0;
+    std::int64_t t = 0;
+  };
+  std::vector<Signalled> signalled_said;
+
+  void signalled(std::size_t index, std::int64_t t, const Json& ev) {
+    int job, rank, pid;
+    if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
+    auto sig = get_int(ev, "signal"), sender = get_int(ev, "sender");
+    if (!sig || *sig <= 0 || !sender || *sender < 0) {
+      error(index, t, "signalled needs a positive integer signal and a non-negative integer sender", ev);
+      return;
+    }
+    signalled_said.push_back(Signalled{WorkerKey{job, rank, pid}, loader_index(index, t, ev), *sig, *sender, t});
+  }
+
   // fds events, applied to the audit once their writers are known to be the
   // harness's workers (build_history).
   struct FdsReport {
@@ -762,6 +786,7 @@ struct Builder {
     if (type == "fail") return complete(index, t, ev, false);
     if (type == "point") return point(index, t, ev);
     if (type == "fds") return fds(index, t, ev);
+    if (type == "signalled") return signalled(index, t, ev);
     if (type == "fault") return fault(index, t, ev);
     if (type == "exit") return exit(index, t, ev);
     if (type == "audit") return audit(index, t, ev);
@@ -939,7 +964,8 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
   };
   for (const Entry& e : order) {
     const Json& ev = events[e.index];
-    if ((e.type == "invoke" || e.type == "ok" || e.type == "fail" || e.type == "point" || e.type == "fds") &&
+    if ((e.type == "invoke" || e.type == "ok" || e.type == "fail" || e.type == "point" || e.type == "fds" ||
+         e.type == "signalled") &&
         outside(e.t)) {
       b.error(e.index, e.t,
               fmt::format("a worker event outside the trial (it ran from t={} to t={}): its time is not the "
@@ -1011,6 +1037,24 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
 
   std::stable_sort(h.exits.begin(), h.exits.end(),
                    [](const Exit& a, const Exit& x) { return a.t < x.t; });
+  // A launched rank its launcher reaped first: its own word of the launcher's
+  // stop signal tells how it ended (docs/worker-protocol.md, "signalled").
+  for (Exit& e : h.exits) {
+    if (!e.status_unknown || e.launcher || e.worker >= 0) continue;
+    int launcher_pid = 0;
+    for (const Process& p : h.processes) {
+      if (p.role == "launcher" && p.job == e.job) launcher_pid = p.pid;
+    }
+    for (const auto& s : b.signalled_said) {
+      if (s.who == WorkerKey{e.job, e.rank, e.pid} && s.worker < 0 && s.t <= e.t && launcher_pid > 0 &&
+          s.sender == launcher_pid && (s.signal == SIGTERM || s.signal == SIGINT)) {
+        e.status_unknown = false;
+        e.signal = s.signal;
+        e.by_launcher = true;
+        e.signal_witnessed = true;
+      }
+    }
+  }
   for (Exit& e : h.exits) {
     if (e.signal <= 0) continue;  // a worker that announced a point but exited did not crash there
     if (const Point* p = find_point(b.points, e)) e.crash_point = p->name;

@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -88,6 +89,70 @@ void on_crash_point(const char* point, std::uint64_t hit) {
   e["name"] = point;
   e["hit"] = hit;
   g_ctx->log.emit(std::move(e));
+}
+
+// A launcher stops a rank with SIGTERM (or SIGINT), and as the rank's parent
+// it usually reaps it before the supervisor can read the status from the
+// zombie. So the rank says, from the handler, which signal ended it and who
+// sent it (si_pid, in the rank's own pid namespace), then dies of it exactly
+// as it would have without a handler (SA_RESETHAND, and the re-raised signal
+// stays blocked until the handler returns). Only async-signal-safe calls: the
+// line is formatted by hand and written with one write(2) to the O_APPEND log.
+char* put_int(char* at, const char* end, std::int64_t v) {
+  char digits[24];
+  int n = 0;
+  const bool neg = v < 0;
+  std::uint64_t u = neg ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+  do {
+    digits[n++] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0 && n < 24);
+  if (neg && at < end) *at++ = '-';
+  while (n > 0 && at < end) *at++ = digits[--n];
+  return at;
+}
+
+char* put_str(char* at, const char* end, const char* s) {
+  while (*s != '\0' && at < end) *at++ = *s++;
+  return at;
+}
+
+void on_stop_signal(int sig, siginfo_t* info, void*) {
+  const int saved = errno;
+  if (g_ctx != nullptr && g_ctx->log.ok()) {
+    char buf[320];
+    char* at = buf;
+    const char* end = buf + sizeof buf;
+    at = put_str(at, end, "{\"type\":\"signalled\",\"pid\":");
+    at = put_int(at, end, ::getpid());
+    for (auto [key, v] : {std::pair{",\"job\":", g_ctx->job}, std::pair{",\"rank\":", g_ctx->rank},
+                          std::pair{",\"local_rank\":", g_ctx->local_rank}}) {
+      at = put_str(at, end, key);
+      at = put_int(at, end, v);
+    }
+    if (g_ctx->worker >= 0) {
+      at = put_str(at, end, ",\"worker\":");
+      at = put_int(at, end, g_ctx->worker);
+    }
+    at = put_str(at, end, ",\"signal\":");
+    at = put_int(at, end, sig);
+    at = put_str(at, end, ",\"sender\":");
+    at = put_int(at, end, info != nullptr ? info->si_pid : 0);
+    at = put_str(at, end, ",\"t\":");
+    at = put_int(at, end, mono_ns());
+    at = put_str(at, end, "}\n");
+    if (at < end) (void)!::write(g_ctx->log.fd(), buf, static_cast<std::size_t>(at - buf));
+  }
+  errno = saved;
+  ::raise(sig);
+}
+
+void witness_stop_signals() {
+  struct sigaction sa{};
+  sa.sa_sigaction = &on_stop_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT}) ::sigaction(sig, &sa, nullptr);
 }
 
 class Op {
@@ -531,6 +596,7 @@ int run() {
   c.rank = env_int("SHMSTRESS_RANK", -1);
   c.local_rank = env_int("SHMSTRESS_LOCAL_RANK", c.rank);
   shmcoord::failpoint::set_observer(&on_crash_point);
+  witness_stop_signals();
 #ifdef SHMCOORD_FAILPOINTS
   if (std::string fiu = env_or("SHMSTRESS_FIU_ENABLE"); !fiu.empty()) {
     fiu_init(0);

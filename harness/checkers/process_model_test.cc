@@ -144,6 +144,56 @@ TEST(ProcessExits, ARankItsLauncherStoppedAndTheLaunchersExitOneAreNoCrash) {
   EXPECT_TRUE(reached(r, "launcher-ended-with-failure"));
 }
 
+// torchrun's agent SIGTERMs a rank and, as its parent, usually reaps it before
+// the supervisor reads the zombie: the rank's own `signalled` event, naming the
+// launcher as sender, then says how it ended.
+Events LaunchedRankReapedFirst(int sender, int sig) {
+  Events e;
+  e.add({{"t", Events::at(1)}, {"type", "start"}, {"role", "launcher"}, {"job", 0}, {"rank", -1}, {"pid", 2}});
+  e.add({{"t", Events::at(2)}, {"type", "start"}, {"role", "rank"}, {"job", 0}, {"rank", 0}, {"pid", 5}, {"ppid", 2}});
+  e.add({{"t", Events::at(4)}, {"type", "signalled"}, {"job", 0}, {"rank", 0}, {"local_rank", 0}, {"pid", 5},
+         {"signal", sig}, {"sender", sender}});
+  e.exit(0, 0, -1, 5, 5, {{"status_unknown", true}, {"role", "rank"}});
+  return e;
+}
+
+TEST(ProcessExits, ARankReapedByItsLauncherFirstIsStoppedByTheLauncherWhenItSaidTheLauncherSignalledIt) {
+  History h = LaunchedRankReapedFirst(2, SIGTERM).build(meta(1, 0, 0));
+  ASSERT_EQ(h.exits.size(), 1u);
+  EXPECT_FALSE(h.exits[0].status_unknown);
+  EXPECT_EQ(h.exits[0].signal, SIGTERM);
+  EXPECT_TRUE(h.exits[0].by_launcher);
+  EXPECT_TRUE(h.exits[0].signal_witnessed);
+  auto r = check("worker.clean-exit", h);
+  EXPECT_EQ(r.verdict, Verdict::kValid) << dump(r);
+  EXPECT_TRUE(reached(r, "rank-stopped-by-launcher"));
+}
+
+TEST(ProcessExits, ASignalFromAnyoneButTheLauncherLeavesAReapedRanksStatusUnknown) {
+  for (auto [sender, sig] : {std::pair{0, SIGTERM}, std::pair{7, SIGTERM}, std::pair{2, SIGUSR1}}) {
+    History h = LaunchedRankReapedFirst(sender, sig).build(meta(1, 0, 0));
+    ASSERT_EQ(h.exits.size(), 1u);
+    EXPECT_TRUE(h.exits[0].status_unknown) << "sender " << sender << " signal " << sig;
+    EXPECT_FALSE(h.exits[0].by_launcher);
+    EXPECT_FALSE(reached(check("worker.clean-exit", h), "rank-stopped-by-launcher"));
+  }
+}
+
+TEST(ProcessEvents, ASignalledEventWithoutASignalOrSenderIsAHistoryError) {
+  Events e;
+  e.add({{"t", Events::at(1)}, {"type", "signalled"}, {"job", 0}, {"rank", 0}, {"pid", 5}, {"signal", 0},
+         {"sender", 2}});
+  e.add({{"t", Events::at(2)}, {"type", "signalled"}, {"job", 0}, {"rank", 0}, {"pid", 5}, {"signal", 15}});
+  std::vector<std::string> errors;
+  e.build(meta(1, 0, 0), &errors);
+  ASSERT_EQ(errors.size(), 2u);
+  for (const auto& err : errors) {
+    EXPECT_NE(err.find("signalled needs a positive integer signal and a non-negative integer sender"),
+              std::string::npos)
+        << err;
+  }
+}
+
 TEST(ProcessEvents, StartAndGateAreReadAndASecondGateOrABadRoleIsAHistoryError) {
   Events e;
   e.add({{"t", Events::at(1)}, {"type", "start"}, {"role", "loader"}, {"job", 0}, {"rank", 0}, {"worker", 1},
