@@ -420,13 +420,19 @@ def _():
 def _():
     # A private /tmp with room for exactly the markers: mkdtemp must fail,
     # and nothing of /tmp may go.
-    # (TMP is under /tmp: hidden by the new mount, so nothing of the case lives there.)
+    # (TMP is under /tmp: hidden by the new mount, so nothing of the case lives there.
+    # So may the binary be, in a checkout under /tmp: it runs from an fd opened before.)
+    exe = os.open(SHMSTRESS, os.O_RDONLY | os.O_CLOEXEC)
     script = ('mount -t tmpfs -o nr_inodes=4,size=1m none /tmp && touch /tmp/a /tmp/b /tmp/c; '
               '"$0" subject-check "$1" >/dev/null; rc=$?; '
               'echo "rc=$rc"; ls /tmp | tr "\\n" " "; echo; exit 0')
-    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
-                          SHMSTRESS, "/bin/true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+                              "/proc/self/fd/%d" % exe, "/bin/true"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                             pass_fds=(exe,))
+    finally:
+        os.close(exe)
     r = finish(p)
     problems = expect(r, 0)
     m = re.search(r"rc=(\d+)\n(.*)", r.out)
