@@ -21,6 +21,7 @@ Streaming's resources.
 """
 
 import os
+import sys
 import time
 from typing import Optional
 
@@ -144,7 +145,9 @@ def emulated_group_initialized() -> bool:
 
 def barrier() -> None:
     """Synchronise the job's ranks: torch's group if initialised, else the emulated one, else nothing."""
-    dist = _torch_dist()
+    # No group can exist unless torch.distributed was imported: not importing it (over a second of
+    # CPU) only to learn that keeps a single-process job or cleanup as cheap as it is.
+    dist = sys.modules.get('torch.distributed')
     if dist is not None and dist.is_initialized():
         dist.barrier()
     elif _emulated is not None:
@@ -154,8 +157,10 @@ def barrier() -> None:
 def maybe_init_dist() -> bool:
     """As the original: initialise torch.distributed from the environment when there is more than one
     rank and no group yet; say whether we did. Without torch (or with the emulated group) nothing."""
+    if get_world_size() == 1:
+        return False  # before importing torch: a single process pays nothing for a group it never forms
     dist = _torch_dist()
-    if get_world_size() == 1 or dist is None or dist.is_initialized() or _emulated is not None:
+    if dist is None or dist.is_initialized() or _emulated is not None:
         return False
     dist.init_process_group(backend='gloo', rank=get_rank(), world_size=get_world_size())
     return True
