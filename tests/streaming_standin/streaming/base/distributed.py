@@ -143,11 +143,22 @@ def emulated_group_initialized() -> bool:
     return _emulated is not None
 
 
+def _torch_dist_if_imported():
+    """torch.distributed if this process has imported it already, else None (no import).
+
+    The original imports torch at module import (``prefix.py``: ``from torch import distributed``),
+    so its ``dist.is_initialized()`` between the prefix walk and the create costs nothing. A lazy
+    import here would put seconds of torch import into exactly that window (walk-then-create) and
+    make every job that starts together collide whatever its timing (#884 reproduced for the wrong
+    reason). A torch group can only be initialised if torch.distributed is imported, so without it
+    there is none to wait for."""
+    dist = sys.modules.get('torch.distributed')
+    return dist if dist is not None and dist.is_available() else None
+
+
 def barrier() -> None:
     """Synchronise the job's ranks: torch's group if initialised, else the emulated one, else nothing."""
-    # No group can exist unless torch.distributed was imported: not importing it (over a second of
-    # CPU) only to learn that keeps a single-process job or cleanup as cheap as it is.
-    dist = sys.modules.get('torch.distributed')
+    dist = _torch_dist_if_imported()
     if dist is not None and dist.is_initialized():
         dist.barrier()
     elif _emulated is not None:
