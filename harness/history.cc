@@ -1103,13 +1103,22 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
         if (op.round) last_round = std::max(last_round, *op.round);
       }
       last_round = std::max(last_round, barriers - 1);
+      // A replacement joins at the round its predecessor had not completed
+      // (the fault's first_round): one that came after the last round has no
+      // round left to run, only its attach and detach.
+      bool nothing_left = false;
+      for (const Fault& f : h.faults) {
+        if (f.kind != "replacement" || f.job != e.job || f.rank != e.rank || !f.detail.is_object()) continue;
+        auto pid = get_int(f.detail, "replacement_pid"), first = get_int(f.detail, "first_round");
+        if (pid && *pid == e.pid && first && jm != nullptr && *first >= jm->barrier_rounds) nothing_left = true;
+      }
       const std::string who = cleanup ? fmt::format("the cleanup step (pid {})", e.pid)
                                       : fmt::format("job {} rank {} (pid {})", e.job, e.rank, e.pid);
       if (ops == 0) {
         sink.add(fmt::format("{} exited {} without logging any operation: it did not run its workload", who,
                              e.exit_code));
       } else if (!cleanup && e.exit_code == 0 && all_ok && jm->barrier_rounds > 0 && jm->barrier_workers == 0 &&
-                 last_round < jm->barrier_rounds - 1) {
+                 !nothing_left && last_round < jm->barrier_rounds - 1) {
         // (With loader workers in the barrier the rank itself enters no round.)
         sink.add(fmt::format("{} exited 0 after barrier round {} of {} with nothing failed: it stopped its "
                              "workload early",

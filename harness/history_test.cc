@@ -151,6 +151,38 @@ TEST(WorkloadRun, AWorkerThatRanEveryRoundOrFailedOrWasKilledIsFine) {
   }
 }
 
+// A replacement rank (fault kind "replacement") takes its dead predecessor's
+// seat at the round it had not completed: after the last round there is none.
+std::vector<Json> ReplacementJoiningAt(int first_round) {
+  Json start = {{"t", 1 * kMs}, {"type", "fault"}, {"kind", "replacement"}, {"phase", "start"},
+                {"job", 0},     {"rank", 0},       {"pid", 40},            {"detail", Json::object()}};
+  Json end = {{"t", 2 * kMs}, {"type", "fault"}, {"kind", "replacement"}, {"phase", "end"}, {"job", 0}, {"rank", 0},
+              {"pid", 40},    {"detail", {{"first_round", first_round}, {"replacement_pid", 41}}}};
+  return {Trial(0, "start"),
+          start,
+          ExitSignal(2 * kMs, 0, 0, 40, SIGKILL, true),
+          end,
+          Invoke(3 * kMs, 0, 0, 41, 1, "barrier_attach"),
+          Ok(4 * kMs, 0, 0, 41, 1),
+          Invoke(5 * kMs, 0, 0, 41, 2, "barrier_detach"),
+          Ok(6 * kMs, 0, 0, 41, 2),
+          ExitCode(7 * kMs, 0, 0, 41, 0),
+          Trial(8 * kMs, "end")};
+}
+
+TEST(WorkloadRun, AReplacementThatCameAfterTheLastRoundRunsNoRoundAndIsFine) {
+  std::vector<std::string> errors;
+  build_history(ReplacementJoiningAt(2), OneJobTwoRounds(), &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+}
+
+TEST(WorkloadRun, AReplacementThatCameMidWayAndRanNoRoundStoppedEarly) {
+  std::vector<std::string> errors;
+  build_history(ReplacementJoiningAt(1), OneJobTwoRounds(), &errors);
+  EXPECT_TRUE(AnyContains(errors, "job 0 rank 0 (pid 41) exited 0 after barrier round -1 of 2 with nothing failed"))
+      << errors.size();
+}
+
 TEST(ParseJsonl, KeepsObjectsSkipsBlankLinesAndNamesBadLinesByNumber) {
   std::string text =
       "{\"t\":1,\"type\":\"trial\",\"phase\":\"start\"}\n"
