@@ -49,6 +49,11 @@ class EventLog {
   int fd_ = -1;
 };
 
+// How many spaces to write first so that a `line`-byte line
+// appended at offset `end` does not cross a `page` boundary of the file (0:
+// it fits, or it is longer than a page anyway).
+std::size_t page_padding(std::int64_t end, std::size_t line, std::size_t page);
+
 // The lines (each with its '\n', each at most `cap` bytes) that carry `event`:
 // one line when it fits; else its longest list split in two, every line but
 // the last marked "continues": true, each other list in the first line only;

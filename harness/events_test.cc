@@ -93,5 +93,53 @@ TEST(EventLog, EmitWritesEveryNameOfAHugeResult) {
   EXPECT_GT(events.size(), 50u);
 }
 
+TEST(EventLog, PagePaddingKeepsALineInsideThePageItStartsIn) {
+  EXPECT_EQ(page_padding(0, 100, 4096), 0u);
+  EXPECT_EQ(page_padding(3996, 100, 4096), 0u);   // ends exactly at the boundary
+  EXPECT_EQ(page_padding(3997, 100, 4096), 99u);  // would cross by one byte: start on the next page
+  EXPECT_EQ(page_padding(8191, 2, 4096), 1u);
+  EXPECT_EQ(page_padding(4096, 4096, 4096), 0u);  // a whole page from a boundary
+  EXPECT_EQ(page_padding(10, 5000, 4096), 0u);    // longer than a page: padding cannot help
+  EXPECT_EQ(page_padding(-1, 10, 4096), 0u);
+}
+
+// A SIGKILL can stop write(2) between the pages of a regular file: every line
+// the log writes must therefore lie within one page, and still parse alone.
+TEST(EventLog, NoLineItWritesCrossesAPageBoundaryAndEveryLineParses) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("events_pages_" + std::to_string(::getpid()) + ".jsonl"))
+                               .string();
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  {
+    EventLog log(path);
+    ASSERT_TRUE(log.ok());
+    for (int i = 0; i < 400; ++i) {
+      log.emit(Json{{"type", "fds"}, {"pid", 7}, {"job", 0}, {"rank", 0}, {"count", i},
+                    {"pad", std::string(static_cast<std::size_t>(i * 37 % 300), 'x')}});
+    }
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove(path);
+  const std::string all = text.str();
+  ASSERT_GT(all.size(), 4 * page);
+  std::size_t start = 0, lines = 0;
+  while (start < all.size()) {
+    const std::size_t nl = all.find('\n', start);
+    ASSERT_NE(nl, std::string::npos);
+    const std::size_t first = all.find_first_not_of(' ', start);  // where the line's own bytes begin
+    EXPECT_EQ(first / page, nl / page) << "a line from " << first << " to " << nl << " crosses a page boundary";
+    Json j = Json::parse(all.substr(start, nl - start), nullptr, false);
+    EXPECT_TRUE(j.is_object()) << all.substr(start, nl - start);
+    start = nl + 1;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 400u);
+  std::vector<std::string> errors;
+  EXPECT_EQ(parse_jsonl(all, &errors).size(), 400u);
+  EXPECT_TRUE(errors.empty());
+}
+
 }  // namespace
 }  // namespace harness

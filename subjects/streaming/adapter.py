@@ -41,7 +41,7 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), '_common'))
 # pylint: disable=wrong-import-position
 from shmstress_protocol import (EXIT_BAD_ENV, EXIT_BUG, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, SHM_DIR,  # noqa: E402
-                                cpu_wait_ns, env_int, lines, mono_ns)
+                                append_line, cpu_wait_ns, env_int, lines, mono_ns)
 
 REMOTE_SCHEME = 'shmstress-remote://'  # any non-None remote: Streaming only checks "is not None"
 
@@ -85,7 +85,7 @@ class EventLog:
         event.setdefault('t', mono_ns())
         try:
             for line in lines(event):
-                os.write(self.fd, line)
+                append_line(self.fd, line)
         except OSError:
             pass  # nowhere left to report it
 

@@ -839,6 +839,31 @@ class EventLinesTest(unittest.TestCase):
         self.assertEqual(len(lines), 1)
         self.assertNotIn('continues', json.loads(lines[0]))
 
+    def test_appended_lines_never_cross_a_page_and_each_parses_alone(self):
+        # A SIGKILL stops write(2) between the pages of a regular file: a line must lie in one page.
+        protocol = load_protocol()
+        page = protocol.PAGE
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, 'history.jsonl')
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                for i in range(300):
+                    for raw in protocol.lines({'t': i, 'type': 'fds', 'pid': 9, 'job': 0, 'rank': 0,
+                                               'count': i, 'pad': 'x' * (i * 37 % 300)}):
+                        protocol.append_line(fd, raw)
+            finally:
+                os.close(fd)
+            data = open(path, 'rb').read()
+        self.assertGreater(len(data), 4 * page)
+        start, n = 0, 0
+        while start < len(data):
+            nl = data.index(b'\n', start)
+            first = start + len(data[start:nl]) - len(data[start:nl].lstrip(b' '))
+            self.assertEqual(first // page, nl // page, f'line {n} runs from {first} to {nl}')
+            self.assertEqual(json.loads(data[start:nl])['count'], n)
+            start, n = nl + 1, n + 1
+        self.assertEqual(n, 300)
+
 
 def tearDownModule():  # pylint: disable=invalid-name
     left = shm_names(ROOT_BASE)
