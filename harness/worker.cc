@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -587,11 +588,21 @@ std::optional<shmcoord::Lease> acquire(Ctx& c, const Plan& p, shmcoord::Registry
 
 int run() {
   Ctx c;
+  // A worker started by hand (`shmstress-worker-x --version`) has no trial:
+  // it must not acquire in the machine's real /dev/shm, so without an event
+  // log it refuses. (A launched rank may find its log only in its rank env.)
   c.log = EventLog::adopt(env_int("SHMSTRESS_EVENTS_FD", -1));
-  if (!c.log.ok()) c.log = EventLog(env_or("SHMSTRESS_EVENTS", "/dev/null"));
-  if (!c.log.ok()) return 2;
+  if (!c.log.ok() && !env_or("SHMSTRESS_EVENTS").empty()) c.log = EventLog(env_or("SHMSTRESS_EVENTS"));
   g_ctx = &c;
   if (!apply_rank_env()) return 2;
+  if (!c.log.ok() && !env_or("SHMSTRESS_EVENTS").empty()) c.log = EventLog(env_or("SHMSTRESS_EVENTS"));
+  if (!c.log.ok()) {
+    std::fputs(
+        "shmstress worker: no trial to run in (neither SHMSTRESS_EVENTS_FD nor SHMSTRESS_EVENTS names an event log);"
+        " shmstress starts workers itself: shmstress run SCENARIO.toml\n",
+        stderr);
+    return 2;
+  }
   c.job = env_int("SHMSTRESS_JOB", -1);
   c.rank = env_int("SHMSTRESS_RANK", -1);
   c.local_rank = env_int("SHMSTRESS_LOCAL_RANK", c.rank);

@@ -448,6 +448,35 @@ def _():
     return problems
 
 
+@case("destroy/a-worker-started-by-hand-refuses-and-touches-no-shm")
+def _():
+    # `shmstress worker` (or a variant's worker binary) run outside a trial, e.g. with --version:
+    # it must not acquire in the machine's /dev/shm. A private /dev/shm shows what it made.
+    exe = os.open(SHMSTRESS, os.O_RDONLY | os.O_CLOEXEC)
+    script = ('mount -t tmpfs -o size=1m none /dev/shm && '
+              'env -i PATH=/usr/bin:/bin "$0" worker --version >/dev/null; rc=$?; '
+              'echo "rc=$rc"; ls -A /dev/shm | tr "\\n" " "; echo; exit 0')
+    try:
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+                              "/proc/self/fd/%d" % exe], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                             pass_fds=(exe,))
+    finally:
+        os.close(exe)
+    r = finish(p)
+    problems = expect(r, 0)
+    m = re.search(r"rc=(\d+)\n(.*)", r.out)
+    if not m:
+        return problems + ["no answer: %r" % r.out]
+    if m.group(1) != "2":
+        problems.append("a worker outside a trial exited %s, expected 2" % m.group(1))
+    if m.group(2).split():
+        problems.append("a worker outside a trial made %s in /dev/shm" % m.group(2).split())
+    if "no trial to run in" not in r.err:
+        problems.append("no clear message: %r" % r.err[-300:])
+    return problems
+
+
 # --- destroy: clean against a live run in another pid namespace -------------------------
 
 
