@@ -416,19 +416,14 @@ def _():
 # --- destroy: subject-check's scratch dir -----------------------------------------------
 
 
-@case("destroy/subject-check-tmp-out-of-inodes")
-def _():
-    # A private /tmp with room for exactly the markers: mkdtemp must fail,
-    # and nothing of /tmp may go.
-    # (TMP is under /tmp: hidden by the new mount, so nothing of the case lives there.
-    # So may the binary be, in a checkout under /tmp: it runs from an fd opened before.)
+def in_private_mount(script, *args):
+    """Runs `sh -c script $0 args...` in a private mount namespace, $0 being shmstress opened as an fd
+    beforehand: a tmpfs the script mounts over /tmp (or /dev/shm) may hide the checkout itself.
+    Returns (result, problems so far, the script's rc, the rest of its answer line) or the problems."""
     exe = os.open(SHMSTRESS, os.O_RDONLY | os.O_CLOEXEC)
-    script = ('mount -t tmpfs -o nr_inodes=4,size=1m none /tmp && touch /tmp/a /tmp/b /tmp/c; '
-              '"$0" subject-check "$1" >/dev/null; rc=$?; '
-              'echo "rc=$rc"; ls /tmp | tr "\\n" " "; echo; exit 0')
     try:
         p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
-                              "/proc/self/fd/%d" % exe, "/bin/true"], stdin=subprocess.DEVNULL,
+                              "/proc/self/fd/%d" % exe] + list(args), stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                              pass_fds=(exe,))
     finally:
@@ -437,11 +432,23 @@ def _():
     problems = expect(r, 0)
     m = re.search(r"rc=(\d+)\n(.*)", r.out)
     if not m:
-        return problems + ["no answer: %r" % r.out]
-    if m.group(1) != "3":
-        problems.append("subject-check exited %s, expected 3 (its scratch dir cannot be made)" % m.group(1))
-    left = set(m.group(2).split())
-    if left != {"a", "b", "c"}:
+        return r, problems + ["no answer: %r" % r.out], None, None
+    return r, problems, m.group(1), m.group(2).split()
+
+
+@case("destroy/subject-check-tmp-out-of-inodes")
+def _():
+    # A private /tmp with room for exactly the markers: mkdtemp must fail,
+    # and nothing of /tmp may go.
+    r, problems, rc, left = in_private_mount(
+        'mount -t tmpfs -o nr_inodes=4,size=1m none /tmp && touch /tmp/a /tmp/b /tmp/c; '
+        '"$0" subject-check "$1" >/dev/null; rc=$?; '
+        'echo "rc=$rc"; ls /tmp | tr "\\n" " "; echo; exit 0', "/bin/true")
+    if rc is None:
+        return problems
+    if rc != "3":
+        problems.append("subject-check exited %s, expected 3 (its scratch dir cannot be made)" % rc)
+    if set(left) != {"a", "b", "c"}:
         problems.append("/tmp holds %s afterwards, it held a b c" % sorted(left))
     if "scratch directory" not in r.err:
         problems.append("no clear message: %r" % r.err[-300:])
@@ -452,26 +459,16 @@ def _():
 def _():
     # `shmstress worker` (or a variant's worker binary) run outside a trial, e.g. with --version:
     # it must not acquire in the machine's /dev/shm. A private /dev/shm shows what it made.
-    exe = os.open(SHMSTRESS, os.O_RDONLY | os.O_CLOEXEC)
-    script = ('mount -t tmpfs -o size=1m none /dev/shm && '
-              'env -i PATH=/usr/bin:/bin "$0" worker --version >/dev/null; rc=$?; '
-              'echo "rc=$rc"; ls -A /dev/shm | tr "\\n" " "; echo; exit 0')
-    try:
-        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
-                              "/proc/self/fd/%d" % exe], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                             pass_fds=(exe,))
-    finally:
-        os.close(exe)
-    r = finish(p)
-    problems = expect(r, 0)
-    m = re.search(r"rc=(\d+)\n(.*)", r.out)
-    if not m:
-        return problems + ["no answer: %r" % r.out]
-    if m.group(1) != "2":
-        problems.append("a worker outside a trial exited %s, expected 2" % m.group(1))
-    if m.group(2).split():
-        problems.append("a worker outside a trial made %s in /dev/shm" % m.group(2).split())
+    r, problems, rc, made = in_private_mount(
+        'mount -t tmpfs -o size=1m none /dev/shm && '
+        'env -i PATH=/usr/bin:/bin "$0" worker --version >/dev/null; rc=$?; '
+        'echo "rc=$rc"; ls -A /dev/shm | tr "\\n" " "; echo; exit 0')
+    if rc is None:
+        return problems
+    if rc != "2":
+        problems.append("a worker outside a trial exited %s, expected 2" % rc)
+    if made:
+        problems.append("a worker outside a trial made %s in /dev/shm" % made)
     if "no trial to run in" not in r.err:
         problems.append("no clear message: %r" % r.err[-300:])
     return problems
