@@ -1045,13 +1045,13 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
     for (const Process& p : h.processes) {
       if (p.role == "launcher" && p.job == e.job) launcher_pid = p.pid;
     }
+    if (launcher_pid == 0) continue;
     for (const auto& s : b.signalled_said) {
-      if (s.who == WorkerKey{e.job, e.rank, e.pid} && s.worker < 0 && s.t <= e.t && launcher_pid > 0 &&
-          s.sender == launcher_pid && (s.signal == SIGTERM || s.signal == SIGINT)) {
+      if (s.who == WorkerKey{e.job, e.rank, e.pid} && s.worker < 0 && s.t <= e.t && s.sender == launcher_pid &&
+          (s.signal == SIGTERM || s.signal == SIGINT)) {
         e.status_unknown = false;
         e.signal = s.signal;
         e.by_launcher = true;
-        e.signal_witnessed = true;
       }
     }
   }

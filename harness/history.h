@@ -142,12 +142,9 @@ struct Exit {
   // parent-death signal): a consequence of that death, not a crash.
   bool parent_gone = false;
   // A rank its launcher stopped (SIGTERM, then SIGKILL) to restart the job or
-  // because the launcher itself was stopped.
+  // because the launcher itself was stopped. (For a rank its launcher reaped
+  // first, from the rank's own `signalled` event: build_history.)
   bool by_launcher = false;
-  // status_unknown was resolved by the process's own `signalled` event (the
-  // launcher's stop signal, seen in its handler): signal and by_launcher come
-  // from it.
-  bool signal_witnessed = false;
   bool signal_sent_by_harness = false;  // SIGKILL from a fault or from teardown
   bool teardown = false;     // killed because the trial ended / timed out
   std::string crash_point;   // set if it killed itself at a named crash point

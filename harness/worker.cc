@@ -588,14 +588,14 @@ std::optional<shmcoord::Lease> acquire(Ctx& c, const Plan& p, shmcoord::Registry
 
 int run() {
   Ctx c;
+  // A launched rank's environment is complete only once its rank env is set.
   // A worker started by hand (`shmstress-worker-x --version`) has no trial:
   // it must not acquire in the machine's real /dev/shm, so without an event
-  // log it refuses. (A launched rank may find its log only in its rank env.)
+  // log it refuses.
+  if (!apply_rank_env()) return 2;
   c.log = EventLog::adopt(env_int("SHMSTRESS_EVENTS_FD", -1));
   if (!c.log.ok() && !env_or("SHMSTRESS_EVENTS").empty()) c.log = EventLog(env_or("SHMSTRESS_EVENTS"));
   g_ctx = &c;
-  if (!apply_rank_env()) return 2;
-  if (!c.log.ok() && !env_or("SHMSTRESS_EVENTS").empty()) c.log = EventLog(env_or("SHMSTRESS_EVENTS"));
   if (!c.log.ok()) {
     std::fputs(
         "shmstress worker: no trial to run in (neither SHMSTRESS_EVENTS_FD nor SHMSTRESS_EVENTS names an event log);"
