@@ -1,7 +1,6 @@
 #include "events.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <limits.h>
 #include <unistd.h>
 
@@ -200,7 +199,7 @@ std::size_t page_padding(std::int64_t end, std::size_t line, std::size_t page) {
 // is copied whole or not at all: when the next line would cross, spaces fill
 // the page first, so the line starts on the next page (JSON allows the
 // leading whitespace: every line still parses alone). Another writer appending
-// between the fstat and the write can still shift the line over a boundary:
+// between the lseek and the write can still shift the line over a boundary:
 // rarer by far, and then the reader's torn-event recovery applies as before.
 void EventLog::emit(nlohmann::json event) const {
   if (fd_ < 0) return;
@@ -210,12 +209,11 @@ void EventLog::emit(nlohmann::json event) const {
     return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
   }();
   for (const std::string& line : split_event(event, PIPE_BUF)) {
-    struct stat st{};
-    if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) {
-      if (std::size_t pad = page_padding(st.st_size, line.size(), page); pad > 0) {
-        const std::string spaces(pad, ' ');
-        write_all_once(fd_, spaces.data(), spaces.size());
-      }
+    // Where the file ends (-1 for a pipe or a terminal: nothing to pad). The
+    // offset it moves is irrelevant: O_APPEND writes go to the end anyway.
+    if (std::size_t pad = page_padding(::lseek(fd_, 0, SEEK_END), line.size(), page); pad > 0) {
+      const std::string spaces(pad, ' ');
+      write_all_once(fd_, spaces.data(), spaces.size());
     }
     write_all_once(fd_, line.data(), line.size());
   }

@@ -7,7 +7,6 @@ subject.
 
 import json
 import os
-import stat
 import threading
 import time
 
@@ -91,11 +90,9 @@ def append_line(fd: int, line: bytes) -> None:
     JSON allows the leading whitespace, so the line still parses alone (as the native worker's
     EventLog does, harness/events.cc)."""
     try:
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and len(line) <= PAGE:
-            used = st.st_size % PAGE
-            if used + len(line) > PAGE:
-                os.write(fd, b' ' * (PAGE - used))
+        used = os.lseek(fd, 0, os.SEEK_END) % PAGE  # ESPIPE for a pipe: nothing to pad; O_APPEND writes at the end
+        if len(line) <= PAGE and used + len(line) > PAGE:
+            os.write(fd, b' ' * (PAGE - used))
     except OSError:
         pass
     os.write(fd, line)
