@@ -1770,6 +1770,45 @@ TEST(CleanupSafety, AHoldBegunDuringTheCleanupOfAPrefixWithAPastIsNotJudgedByNam
   EXPECT_VERDICT(Check("cleanup.safety", h), kValid);
 }
 
+// crash-points (catalog, seed 20261121, trial 2, seen once in CI): job 0's
+// rank 0 acquired prefix 0, created its barrier and was killed; rank 1 of the
+// same job had begun its acquire before that death and completed it inside a
+// cleanup that removed the barrier. The name was the dead rank's, removed
+// after its death (rank 1 was not in the slot yet, or the slot was live and
+// nothing was removed): the same job's earlier hold is the prefix's past.
+TEST(CleanupSafety, AHoldBegunDuringTheCleanupAfterItsOwnJobsDeadRankIsNotJudgedByName) {
+  History h = Trial()
+                  .Acquire(0, 0, 0.1, 0.2, 0)
+                  .Segment(0, 0, 0.3, 0.4, "/shm.000000_barrier", 11)
+                  .Ok(0, 1, "acquire", 0.45, 3, {{"prefix", 0}})
+                  .Killed(0, 0, 2)
+                  .Clean(1, 0, 1, 20, {"/shm.000000_barrier"})
+                  .Release(0, 1, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kValid) << Dump(r);
+}
+
+// Its own job's other rank beginning later changes nothing: the first new
+// holder's name was still removed under it.
+TEST(CleanupSafety, ALaterRankOfTheSameJobDoesNotExcuseTheFirstNewHolder) {
+  History h = Trial()
+                  .Clean(1, 0, 1, 20, {"/shm.000000_barrier"})
+                  .Acquire(0, 0, 2, 3, 0)
+                  .Segment(0, 0, 4, 5, "/shm.000000_barrier", 11)
+                  .Acquire(0, 1, 6, 7, 0)
+                  .Release(0, 0, 30, 31)
+                  .Release(0, 1, 30, 31)
+                  .End(40)
+                  .Build(Meta());
+  CheckResult r = Check("cleanup.safety", h);
+  EXPECT_VERDICT(r, kInvalid);
+  EXPECT_TRUE(Names(r, {"while job 0 rank 0 (pid 1000) (acquired +3.000ms",
+                        "the hold began during the cleanup"}))
+      << Dump(r);
+}
+
 // --------------------------------------- prefix.unique: present as evidence
 
 TEST(PrefixUnique, AGrantListingTheDeadHoldersOwnSegmentIsInvalid) {

@@ -7,7 +7,8 @@
 // started, neither released nor dead before it ended), or when a rank
 // acquired the prefix *during* the cleanup and held it past its end while
 // nothing of that prefix could have existed before (no earlier hold of it,
-// nothing seeded under it): then the name was the new holder's. Valid when a
+// by another job or by another rank of its own, nothing seeded under it):
+// then the name was the new holder's. Valid when a
 // hold only overlaps the cleanup op otherwise. Names a fault seeded as another
 // user's must never be removed. A cleanup whose report was truncated cannot be
 // judged in full: unknown.
@@ -55,6 +56,17 @@ bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& h
     }
   }
   return true;
+}
+
+// Whether a rank of `j` other than `r` may have held the prefix before `r`
+// did (a rank killed holding it, whose names a cleanup may then remove): what
+// existed under the prefix was not necessarily `r`'s. A rank of `j` that began
+// in the cleanup too and held past it is judged on its own.
+bool own_job_had_it_before(const checks::JobHold& j, const RankHold& r) {
+  for (const RankHold& other : j.ranks) {
+    if (&other != &r && other.maybe_start < r.sure_start) return true;
+  }
+  return false;
 }
 
 // The hold of one dataset that worker (job, rank, pid) certainly had at t.
@@ -265,7 +277,7 @@ CheckResult check_cleanup_safety(const History& h) {
                                     holder(h, r), j.prefix, stopped));
           } else if (!registry && r.certain && r.sure_start > clean.invoke_t &&
                      r.sure_start <= clean.complete_t && r.sure_end >= clean.complete_t &&
-                     first_of_its_prefix(h, holds, j, seeded)) {
+                     first_of_its_prefix(h, holds, j, seeded) && !own_job_had_it_before(j, r)) {
             rep.invalid(fmt::format(
                 "{} removed {} while {} held prefix {}{}: the hold began during the cleanup, "
                 "and nothing of prefix {} existed before it (no earlier holder, nothing seeded), "
