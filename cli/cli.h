@@ -47,8 +47,13 @@ Subcommand add_baseline(CLI::App& app);       // baseline.cc
 Subcommand add_merge(CLI::App& app);          // merge.cc
 
 // --- common.cc: what several subcommands share ----------------------------------
-// This binary's path (the default worker binary).
+// This binary's path.
 std::string self_exe();
+// The worker binary a run execs when no --worker-bin is given: shmstress-worker
+// beside this binary when it is this build's, else this binary
+// (harness/worker_exe.h). Decided once; why a sibling was passed over is said
+// once on stderr.
+std::string default_worker_exe();
 std::string canonical_or(const fs::path& p);
 // Colours on stdout: a TTY and no NO_COLOR.
 bool stdout_color();

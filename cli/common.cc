@@ -20,6 +20,7 @@
 #include "harness/stored.h"
 #include "harness/summary.h"
 #include "harness/subjects.h"
+#include "harness/worker_exe.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -28,6 +29,15 @@ std::string self_exe() {
   std::error_code ec;
   auto p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? "shmstress" : p.string();
+}
+
+std::string default_worker_exe() {
+  static const std::string exe = [] {
+    harness::WorkerExe w = harness::stock_worker_exe(self_exe());
+    if (!w.note.empty()) std::fprintf(stderr, "shmstress: note: %s\n", harness::printable_text(w.note).c_str());
+    return w.exe;
+  }();
+  return exe;
 }
 
 std::string canonical_or(const fs::path& p) {

@@ -127,7 +127,7 @@ int replay(const ReplayArgs& a, const char* argv0) {
     o.parallel = 1;
     o.keep_passing = a.keep;  // --keep keeps every replay, passing or not
     o.out_dir = (replays / std::to_string(i)).string();
-    o.exe = worker_bin.empty() ? self_exe() : fs::absolute(worker_bin).string();
+    o.exe = worker_bin.empty() ? default_worker_exe() : fs::absolute(worker_bin).string();
     o.allow_mount_ns = !no_mount_ns;
     o.invocation = argv0;
     if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + shell_word(worker_bin);

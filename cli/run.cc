@@ -78,7 +78,7 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   }
   ro.allow_mount_ns = !a.no_mount_ns;
   ro.allow_shared_shm = a.allow_shared_shm;
-  ro.exe = a.worker_bin.empty() ? self_exe() : fs::absolute(a.worker_bin).string();
+  ro.exe = a.worker_bin.empty() ? default_worker_exe() : fs::absolute(a.worker_bin).string();
   ro.invocation = argv0;
   if (!a.worker_bin.empty()) ro.reproduce_flags = " --worker-bin " + shell_word(a.worker_bin);
   if (a.no_mount_ns) ro.reproduce_flags += " --no-mount-ns";

@@ -66,7 +66,7 @@ int shrink(ShrinkArgs a, const char* argv0) {
   a.no_mount_ns |= original.no_mount_ns;
   harness::ShrinkOptions& so = a.so;
   so.trial_dir = dir.string();
-  so.run.exe = a.worker_bin.empty() ? self_exe() : fs::absolute(a.worker_bin).string();
+  so.run.exe = a.worker_bin.empty() ? default_worker_exe() : fs::absolute(a.worker_bin).string();
   so.run.allow_mount_ns = !a.no_mount_ns;
   so.run.invocation = argv0;
   so.run.parallel = 1;

@@ -1,5 +1,23 @@
-// A standalone native worker (`shmstress-worker worker`), used to run a
-// different build of shmcoord (e.g. a known-bad variant) under the same harness.
-#include "worker.h"
+// The stock worker on its own (build/shmstress-worker), and the standalone
+// worker a variant of shmcoord is linked into (tests/mutants/). `--build-token`
+// answers which sources it was built from (worker_exe.h); everything else is
+// the worker protocol (docs/worker-protocol.md), started by the supervisor.
+#include <cstdio>
+#include <cstring>
 
-int main() { return harness::worker_main(); }
+#include "worker.h"
+#if __has_include("worker_token.h")
+#include "worker_token.h"
+#endif
+
+int main(int argc, char** argv) {
+#ifdef SHMSTRESS_WORKER_TOKEN
+  if (argc == 2 && std::strcmp(argv[1], "--build-token") == 0) {
+    std::printf("%s\n", SHMSTRESS_WORKER_TOKEN);
+    return 0;
+  }
+#endif
+  (void)argc;
+  (void)argv;
+  return harness::worker_main();
+}
