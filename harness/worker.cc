@@ -287,13 +287,21 @@ bool apply_rank_env() {
 // The aligned start (docs/worker-protocol.md): `ready` once set up, then
 // block until the supervisor opens the trial's gate, a FIFO whose only writer
 // it closes: every reader sees end-of-file at once, and a reader that comes
-// after the opening sees it at once too.
+// after the opening sees it at once too. The supervisor unlinks the FIFO as it
+// opens the gate, so a worker that cannot open it (no fd left: a scenario's
+// RLIMIT_NOFILE) still waits, by watching the name until it is gone, rather
+// than starting before the others.
 void wait_at_gate(Ctx& c) {
   c.log.emit(c.base("ready"));
   const std::string path = env_or("SHMSTRESS_GATE");
   if (path.empty()) return;
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
+    struct stat st{};
+    while (::stat(path.c_str(), &st) == 0) ::usleep(1000);
+    return;
+  }
+  if (fd < 0) return;  // gone: the gate is open
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   for (char b;;) {
     ssize_t n = ::read(fd, &b, 1);

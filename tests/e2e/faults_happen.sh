@@ -88,6 +88,8 @@ run stop-owner
 has stop-owner "e.get('type')=='ok' and e.get('op')=='clean' and any('000000_shard_states' in n for n in e['value']['kept'])" "cleanup keeping a stopped owner's segment"
 run exhaustion-emfile
 has exhaustion-emfile "e.get('type')=='fail' and e.get('error',{}).get('errno')==24" "EMFILE (errno 24)"
+# A worker with no fd left for the gate's FIFO still waits at the gate.
+hasnt exhaustion-emfile "trial:any(e.get('type')=='invoke' and e['t'] < min([g['t'] for g in ev if g.get('type')=='gate' and g.get('phase')=='open'] or [0]) for e in ev)" "an operation invoked before the start gate opened"
 run exhaustion-enospc
 has exhaustion-enospc "e.get('type')=='fail' and e.get('error',{}).get('errno')==28" "ENOSPC (errno 28)"
 run misconfig
