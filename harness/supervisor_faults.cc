@@ -462,18 +462,24 @@ void Supervisor::seed() {
                                 const std::int64_t before = mono_ns();
                                 release_helper(holder);
                                 auto& [kind, d] = seeded_[index];
-                                d["protect"] = false;
-                                log_.emit({{"type", "fault"},
-                                           {"kind", kind},
-                                           {"phase", "end"},
-                                           {"job", -1},
-                                           {"rank", -1},
-                                           {"detail", d},
-                                           {"t", before}});
+                                end_seeded(kind, d, before);
                                 kind.clear();  // closed: the heal does not close it again
                               }});
     }
   }
+}
+
+// Closes a seeded fault's window at t: what it protected (a held lock, a
+// live owner's name) is no longer protected from there.
+void Supervisor::end_seeded(const std::string& kind, Json detail, std::int64_t t) {
+  if (detail.is_object() && detail.contains("protect")) detail["protect"] = false;
+  log_.emit({{"type", "fault"},
+             {"kind", kind},
+             {"phase", "end"},
+             {"job", -1},
+             {"rank", -1},
+             {"detail", detail},
+             {"t", t}});
 }
 
 // Kills a lock-holding helper and waits until it is dead (its lock with it).

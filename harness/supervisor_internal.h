@@ -347,6 +347,7 @@ class Supervisor {
   void reuse_pid(pid_t pid, std::uint64_t old_start, Json event);
   void run_ghost(const Ghost& g);
   void seed();
+  void end_seeded(const std::string& kind, Json detail, std::int64_t t);
   void release_helper(pid_t h);
   pid_t hold_lock(const std::string& path, bool inherited);
 

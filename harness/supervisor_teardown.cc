@@ -28,15 +28,7 @@ void Supervisor::heal_and_teardown() {
   helpers_.clear();
   for (const auto& [kind, detail] : seeded_) {
     if (kind.empty() || kind == "containers") continue;  // containers close after the audit
-    Json d = detail;
-    if (d.is_object() && d.contains("protect")) d["protect"] = false;
-    log_.emit({{"type", "fault"},
-               {"kind", kind},
-               {"phase", "end"},
-               {"job", -1},
-               {"rank", -1},
-               {"detail", d},
-               {"t", helpers_killed}});
+    end_seeded(kind, detail, helpers_killed);
   }
   for (auto& [pid, w] : workers_) {
     if (w.alive) ::kill(pid, SIGCONT);
