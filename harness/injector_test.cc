@@ -241,5 +241,15 @@ TEST_F(FaultParams, ReusedPidWithoutJobIsAGhostBeforeTheWorkers) {
   for (const auto& w : p.workers) EXPECT_FALSE(w.on_stop.has_value());
 }
 
+// pause-points.toml says its default trial count visits every (window point,
+// k = 1, 2) pair twice: that holds only while its `trials` is 2 x 2 x the
+// number of window points, which grows when shmcoord gains a window.
+TEST(PausePointsScenario, DefaultTrialsVisitEveryWindowPointTwiceForBothK) {
+  ScenarioError err;
+  auto s = load_scenario(std::string(SHMSTRESS_SOURCE_DIR) + "/scenarios/pause-points.toml", &err);
+  ASSERT_TRUE(s.has_value()) << err.to_string();
+  EXPECT_EQ(s->default_trials, static_cast<int>(2 * 2 * window_points().size()));
+}
+
 }  // namespace
 }  // namespace harness

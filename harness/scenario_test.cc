@@ -583,10 +583,16 @@ TEST(ScenarioLoad, ReadsFileKeepsRawTextAndDefaultsNameToStem) {
 
 TEST(ScenarioCatalog, EveryShippedScenarioParses) {
   const std::filesystem::path dir = std::filesystem::path(SHMSTRESS_SOURCE_DIR) / "scenarios";
+  // Every catalog file has its row in docs/scenarios.md's catalog table.
+  std::ifstream docs_file(std::filesystem::path(SHMSTRESS_SOURCE_DIR) / "docs" / "scenarios.md");
+  const std::string docs((std::istreambuf_iterator<char>(docs_file)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(docs.empty()) << "docs/scenarios.md not found";
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".toml") continue;
     ++n;
+    EXPECT_NE(docs.find("`" + entry.path().filename().string() + "`"), std::string::npos)
+        << entry.path() << " has no row in docs/scenarios.md's catalog";
     ScenarioError err;
     const auto sc = load_scenario(entry.path().string(), &err);
     EXPECT_TRUE(sc.has_value()) << err.to_string();
