@@ -330,6 +330,7 @@ class Supervisor {
   void poll_tracked();
   std::vector<Json> tail_history();
   void follow_history(std::vector<Trigger>& triggers);
+  void drop_history_watch();
   void run_timers();
   void main_loop();
 
@@ -406,6 +407,9 @@ class Supervisor {
   bool triggers_pending_ = false;
   bool tracks_processes_ = false;  // loader workers or launched ranks announce themselves
   int sig_fd_ = -1, inotify_fd_ = -1;
+  // The watch on history.jsonl, dropped as soon as the history needs no more
+  // following (see drop_history_watch): -1 once dropped.
+  int history_watch_ = -1;
   std::vector<Teardown> teardowns_;  // launchers that ended, and their jobs' survivors
   std::string tail_buf_;
   std::vector<std::pair<std::string, Json>>

@@ -472,7 +472,8 @@ void Supervisor::make_gate() {
   gate_fd_ = ::open(gate_path_.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ >= 0)
-    ::inotify_add_watch(inotify_fd_, (trial_dir_ + "/history.jsonl").c_str(), IN_MODIFY);
+    history_watch_ =
+        ::inotify_add_watch(inotify_fd_, (trial_dir_ + "/history.jsonl").c_str(), IN_MODIFY);
   tracks_processes_ = !plan_.launchers.empty() ||
                       std::any_of(plan_.workers.begin(), plan_.workers.end(),
                                   [](const WorkerPlan& w) { return w.loader_workers > 0; });

@@ -348,12 +348,26 @@ std::vector<Json> Supervisor::tail_history() {
   return out;
 }
 
+// The kernel frees an inotify watch only after an SRCU grace period (7-10 ms
+// here), and a process whose exit closes the last fd of an inotify instance
+// still holding a watch waits that long inside exit_group: the harness sees
+// the trial end that much later. Dropped as soon as it is not needed, the
+// watch is freed in the background while the trial runs on and tears down.
+void Supervisor::drop_history_watch() {
+  if (inotify_fd_ < 0 || history_watch_ < 0) return;
+  ::inotify_rm_watch(inotify_fd_, history_watch_);
+  history_watch_ = -1;
+}
+
 // Reads what was appended to the history since the last look: readiness
 // for the gate, processes that announce themselves, and triggers.
 void Supervisor::follow_history(std::vector<Trigger>& triggers) {
   triggers_pending_ = false;
   for (const auto& t : triggers) triggers_pending_ |= !t.done;
-  if (!following()) return;
+  if (!following()) {  // for good: the gate stays open, done triggers stay done
+    drop_history_watch();
+    return;
+  }
   for (const Json& e : tail_history()) {
     note_ready(e);
     note_process(e);
@@ -413,6 +427,7 @@ void Supervisor::main_loop() {
     cap_logs(false);
     if (!any_worker_alive()) {
       if (!gate_open_) open_gate("no-workers");
+      drop_history_watch();
       return;
     }
     follow_history(triggers);
@@ -439,6 +454,7 @@ void Supervisor::main_loop() {
     if (now >= deadline) {
       timed_out_ = true;
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});
+      drop_history_watch();
       return;
     }
     std::int64_t wake = deadline;
@@ -449,7 +465,8 @@ void Supervisor::main_loop() {
       if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
     }
     // Without inotify the history is tailed every millisecond while followed.
-    if (following() && inotify_fd_ < 0) wake = std::min(wake, mono_ns() + 1'000'000);
+    if (following() && (inotify_fd_ < 0 || history_watch_ < 0))
+      wake = std::min(wake, mono_ns() + 1'000'000);
     wait_chld(wake);
   }
 }
