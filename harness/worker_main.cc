@@ -10,14 +10,12 @@
 #include "worker_token.h"
 #endif
 
-int main(int argc, char** argv) {
+int main([[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
 #ifdef SHMSTRESS_WORKER_TOKEN
   if (argc == 2 && std::strcmp(argv[1], "--build-token") == 0) {
     std::printf("%s\n", SHMSTRESS_WORKER_TOKEN);
     return 0;
   }
 #endif
-  (void)argc;
-  (void)argv;
   return harness::worker_main();
 }

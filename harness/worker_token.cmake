@@ -1,13 +1,10 @@
 # Writes OUT: a header defining SHMSTRESS_WORKER_TOKEN, a hash of every source
-# the stock worker is built from and of the build's configuration. shmstress
-# and shmstress-worker both compile it in, so shmstress can tell the worker
-# built with it from a stale one left beside it (harness/worker_exe.h).
-# Run as: cmake -DSRC=<source dir> -DCONFIG=<text> -DOUT=<file> -P worker_token.cmake
-file(GLOB_RECURSE inputs "${SRC}/lib/src/*" "${SRC}/lib/include/*")
-foreach(f worker.cc worker.h worker_main.cc events.cc events.h worker_token.cmake)
-  list(APPEND inputs "${SRC}/harness/${f}")
-endforeach()
-list(SORT inputs)
+# the stock worker is built from (listed one per line in INPUTS, by
+# harness/CMakeLists.txt) and of the build's configuration. shmstress and
+# shmstress-worker both compile it in, so shmstress can tell the worker built
+# with it from a stale one left beside it (harness/worker_exe.h).
+# Run as: cmake -DSRC=<source dir> -DINPUTS=<list file> -DCONFIG=<text> -DOUT=<file> -P worker_token.cmake
+file(STRINGS "${INPUTS}" inputs)
 set(acc "${CONFIG}\n")
 foreach(f IN LISTS inputs)
   file(SHA256 "${f}" h)
