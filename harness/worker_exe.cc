@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "subjects.h"
 #include "worker_token.h"
 
 extern char** environ;
@@ -96,15 +97,17 @@ WorkerExe stock_worker_exe(const std::string& self, std::chrono::milliseconds an
   struct stat st{};
   if (::stat(sibling.c_str(), &st) != 0) return {self, ""};
   auto passed_over = [&](const std::string& why) {
-    return WorkerExe{self, sibling + " " + why + ": workers run as " + self + " worker"};
+    return WorkerExe{self, why + ": workers run as " + self + " worker"};
   };
-  if (!S_ISREG(st.st_mode) || ::access(sibling.c_str(), X_OK) != 0) return passed_over("is not an executable file");
   std::string why;
+  if (!check_program({sibling}, &why)) return passed_over(why);  // the supervisor's execve could not start it
   const std::string token = ask_token(sibling, answer_within, &why);
-  if (token.empty()) return passed_over("is unusable (" + (why.empty() ? std::string("it printed no token") : why) + ")");
+  if (token.empty()) {
+    return passed_over(sibling + " is unusable (" + (why.empty() ? std::string("it printed no token") : why) + ")");
+  }
   if (token != SHMSTRESS_WORKER_TOKEN) {
-    return passed_over("is from another build (its token " + token.substr(0, 64) + ", this build's " +
-                       SHMSTRESS_WORKER_TOKEN + ")");
+    return passed_over(sibling + " is from another build (its token " + token.substr(0, 64) +
+                       ", this build's " + SHMSTRESS_WORKER_TOKEN + ")");
   }
   return {sibling, ""};
 }

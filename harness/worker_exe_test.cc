@@ -65,11 +65,15 @@ TEST(StockWorkerExe, AnotherBuildsSiblingIsPassedOverSayingWhy) {
 TEST(StockWorkerExe, ASiblingThatCannotBeRunIsPassedOver) {
   Dir d;
   d.script(std::string("echo ") + worker_build_token(), 0644);
-  EXPECT_NE(stock_worker_exe(d.self()).note.find("is not an executable file"), std::string::npos);
+  WorkerExe w = stock_worker_exe(d.self());
+  EXPECT_EQ(w.exe, d.self());
+  EXPECT_NE(w.note.find(d.sibling() + ": not executable"), std::string::npos) << w.note;
   // A directory of that name.
   Dir e;
   fs::create_directory(e.sibling());
-  EXPECT_EQ(stock_worker_exe(e.self()).exe, e.self());
+  WorkerExe dir = stock_worker_exe(e.self());
+  EXPECT_EQ(dir.exe, e.self());
+  EXPECT_NE(dir.note.find(e.sibling() + ": not a regular file"), std::string::npos) << dir.note;
 }
 
 TEST(StockWorkerExe, ASiblingThatFailsOrSaysNothingIsPassedOver) {
