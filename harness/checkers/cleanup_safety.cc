@@ -8,10 +8,10 @@
 // acquired the prefix *during* the cleanup and held it past its end while
 // nothing of that prefix could have existed before (no earlier hold of it,
 // by another job or by another rank of its own, nothing seeded under it):
-// then the name was the new holder's. Valid when a
-// hold only overlaps the cleanup op otherwise. Names a fault seeded as another
-// user's must never be removed. A cleanup whose report was truncated cannot be
-// judged in full: unknown.
+// then the name was the new holder's. Valid when a hold only overlaps the
+// cleanup op otherwise. Names a fault seeded as another user's must never be
+// removed. A cleanup whose report was truncated cannot be judged in full:
+// unknown.
 //
 // Witnesses (docs/worker-protocol.md): a rank that created a segment reports,
 // before releasing and at the end, whether it is still there and the same
@@ -40,13 +40,19 @@ std::string holder(const History& h, const RankHold& r) {
                      checks::at(h, r.sure_start), checks::at(h, r.sure_end));
 }
 
-// Whether `j` is the first hold of its prefix in the trial and nothing was
-// seeded under it: whatever existed under the prefix then was its own.
+// Whether rank `r`'s hold (in job hold `j`) is the first of its prefix in the
+// trial and nothing was seeded under it: whatever existed under the prefix
+// then was its own. An earlier hold of another job, or of another rank of its
+// own job (one killed holding it, whose names a cleanup may then remove),
+// means the prefix had a past. A rank of `j` that began later is judged on its own.
 bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& holds,
-                         const checks::JobHold& j, const std::set<int>& seeded) {
+                         const checks::JobHold& j, const RankHold& r, const std::set<int>& seeded) {
   if (seeded.contains(j.prefix)) return false;
   for (const auto& other : holds) {
     if (&other != &j && other.prefix == j.prefix && other.maybe_start <= j.maybe_start) return false;
+  }
+  for (const RankHold& other : j.ranks) {
+    if (&other != &r && other.maybe_start < r.sure_start) return false;
   }
   // Ranks cut off mid-acquire in another job may have claimed it first.
   for (const Op& op : h.ops) {
@@ -56,17 +62,6 @@ bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& h
     }
   }
   return true;
-}
-
-// Whether a rank of `j` other than `r` may have held the prefix before `r`
-// did (a rank killed holding it, whose names a cleanup may then remove): what
-// existed under the prefix was not necessarily `r`'s. A rank of `j` that began
-// in the cleanup too and held past it is judged on its own.
-bool own_job_had_it_before(const checks::JobHold& j, const RankHold& r) {
-  for (const RankHold& other : j.ranks) {
-    if (&other != &r && other.maybe_start < r.sure_start) return true;
-  }
-  return false;
 }
 
 // The hold of one dataset that worker (job, rank, pid) certainly had at t.
@@ -277,7 +272,7 @@ CheckResult check_cleanup_safety(const History& h) {
                                     holder(h, r), j.prefix, stopped));
           } else if (!registry && r.certain && r.sure_start > clean.invoke_t &&
                      r.sure_start <= clean.complete_t && r.sure_end >= clean.complete_t &&
-                     first_of_its_prefix(h, holds, j, seeded) && !own_job_had_it_before(j, r)) {
+                     first_of_its_prefix(h, holds, j, r, seeded)) {
             rep.invalid(fmt::format(
                 "{} removed {} while {} held prefix {}{}: the hold began during the cleanup, "
                 "and nothing of prefix {} existed before it (no earlier holder, nothing seeded), "
