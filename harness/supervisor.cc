@@ -71,6 +71,7 @@ int Supervisor::run() {
     }
   }
   main_loop();
+  drop_history_watch();  // if the loop ended still following it
   heal_and_teardown();
   reap_until_workers_gone(mono_ns() + 5'000'000'000LL);
   if (plan_.final_cleanup) cleanup_step();

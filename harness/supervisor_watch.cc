@@ -427,7 +427,6 @@ void Supervisor::main_loop() {
     cap_logs(false);
     if (!any_worker_alive()) {
       if (!gate_open_) open_gate("no-workers");
-      drop_history_watch();
       return;
     }
     follow_history(triggers);
@@ -454,7 +453,6 @@ void Supervisor::main_loop() {
     if (now >= deadline) {
       timed_out_ = true;
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});
-      drop_history_watch();
       return;
     }
     std::int64_t wake = deadline;
