@@ -35,6 +35,10 @@ void add_window_states(const History& h, std::set<std::string>* reached) {
     auto it = f.detail.find("point");
     if (it == f.detail.end() || !it->is_string()) continue;
     neighbours(h, f.job, f.pid, f.start_t, f.end_t, it->get<std::string>(), "pause", reached);
+    // then = "kill": it died where it stopped, at end_t.
+    if (f.detail.value("then", "") == "kill") {
+      neighbours(h, f.job, f.pid, f.end_t, f.end_t + kCrashWindowNs, it->get<std::string>(), "crash", reached);
+    }
   }
 }
 

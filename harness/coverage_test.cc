@@ -55,6 +55,25 @@ TEST(Coverage, OnlyOpsOverlappingAPauseReachThePauseCell) {
   EXPECT_EQ(reached, (std::set<std::string>{"window:crash/lease/locked:pause:clean"}));
 }
 
+TEST(Coverage, AStopEndedByAKillReachesThePauseCellWhileStoppedAndTheCrashCellAfter) {
+  History h;
+  Fault f;
+  f.kind = "pause-at-point";
+  f.job = 0;
+  f.pid = 5;
+  f.start_t = 1000 * kMs;
+  f.end_t = 1020 * kMs;  // the kill
+  f.detail = {{"point", "crash/registry/poison-half-written"}, {"nth", 1}, {"then", "kill"}};
+  h.faults.push_back(f);
+  h.ops.push_back(op(1, 7, "clean", 1010 * kMs, 1015 * kMs));    // while it was stopped
+  h.ops.push_back(op(2, 9, "acquire", 1500 * kMs, 1600 * kMs));  // after it died there
+  h.ops.push_back(op(3, 11, "barrier", 2100 * kMs, 2200 * kMs)); // a second after: not inside
+  std::set<std::string> reached;
+  add_window_states(h, &reached);
+  EXPECT_EQ(reached, (std::set<std::string>{"window:crash/registry/poison-half-written:pause:clean",
+                                            "window:crash/registry/poison-half-written:crash:acquire"}));
+}
+
 TEST(Coverage, TheTableHasEveryFailpointWithItsCounts) {
   auto rows = coverage_table({{"window:crash/lease/locked:pause:clean", 3}});
   ASSERT_FALSE(rows.empty());

@@ -116,6 +116,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
     if (w.datasets > 1) ops["datasets"] = w.datasets;
     if (w.barrier_liveness.count() > 0) ops["barrier_liveness_ms"] = w.barrier_liveness.count();
     if (w.retries > 0) ops["retries"] = w.retries;
+    if (w.repeat_for.count() > 0) ops["repeat_for_ms"] = w.repeat_for.count();
     if (js.loader.workers > 0) {
       ops["loader"] = {{"workers", js.loader.workers},
                        {"start", js.loader.fork ? "fork" : "spawn"},

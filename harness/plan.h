@@ -38,7 +38,7 @@ struct WorkerPlan {
   struct OnStop {
     std::string fault;
     std::int64_t hold_ns = 0;
-    std::string then = "continue";
+    std::string then = "continue";  // | "kill" (dies there) | "replace" | "reuse-pid"
     nlohmann::json detail;
     // Shared by every worker of the trial: only the first of them to stop is
     // the fault; a later one is resumed at once.

@@ -59,7 +59,8 @@ const std::vector<std::string_view> kJobKeys = {
     "root_suffix"};
 const std::vector<std::string_view> kWorkloadKeys = {
     "acquire",      "rounds",      "round_jitter", "hold",    "release",         "segments",
-    "clean_before", "clean_after", "datasets",     "barrier_liveness", "retries"};
+    "clean_before", "clean_after", "datasets",     "barrier_liveness", "retries",
+    "repeat_for"};
 const std::vector<std::string_view> kLoaderKeys = {"workers", "start", "barrier", "work"};
 const std::vector<std::string_view> kLauncherKeys = {"kind", "max_restarts", "run_id", "teardown"};
 constexpr int kMaxLoaderWorkers = 8;
@@ -291,6 +292,31 @@ class Parser {
                                 " exceeds deadlines.liveness = " + fmt_ms(out->liveness) +
                                 ": a death is noticed only once the subject's interval ends; raise "
                                 "deadlines.liveness to at least the interval");
+      }
+      // Each pass must be a whole job on its own: a second rank, a barrier
+      // round or a loader would meet the previous pass's leftovers under the
+      // same job key and leave the history ambiguous.
+      if (j.workload.repeat_for.count() > 0) {
+        std::string why;
+        if (j.ranks != 1) {
+          why = "ranks = " + std::to_string(j.ranks);
+        } else if (j.workload.rounds != 0) {
+          why = "rounds = " + std::to_string(j.workload.rounds);
+        } else if (j.loader.workers != 0) {
+          why = "a loader";
+        } else if (j.workload.datasets != 1) {
+          why = "datasets = " + std::to_string(j.workload.datasets);
+        } else if (j.launcher.present()) {
+          why = "a launcher";
+        }
+        if (!why.empty()) {
+          return fail(j.line, "'repeat_for' needs a job of one rank with no rounds, loader, launcher or "
+                              "second dataset (each pass is a job of its own); this job has " + why);
+        }
+        if (j.workload.repeat_for >= out->trial_timeout) {
+          return fail(j.line, "'repeat_for' = " + fmt_ms(j.workload.repeat_for) +
+                                  " is not shorter than the trial's timeout (" + fmt_ms(out->trial_timeout) + ")");
+        }
       }
     }
     if (deprecated_invariants != nullptr && expect_violation != nullptr) {
@@ -656,6 +682,8 @@ class Parser {
                           &w->barrier_liveness);
       } else if (k == "retries") {
         ok = get_int(*node, "retries", 0, kMaxRetries, &w->retries);
+      } else if (k == "repeat_for") {
+        ok = get_duration(*node, "repeat_for", kMinDeadline, kMaxDeadline, &w->repeat_for);
       } else {
         ok = unknown(*key, *node, kWorkloadKeys, "in [job.workload]");
       }

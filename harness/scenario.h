@@ -43,6 +43,13 @@ struct Workload {
   // util.retry): an acquire or a barrier wait that fails (an error or a
   // timeout) is invoked again, up to this many more times, as the same round.
   int retries = 0;
+  // A neighbour that keeps acting (issue 20 §2: every window of the others
+  // met by an acquire or a cleanup): the whole workload (clean_before,
+  // acquire, hold, release, clean_after) runs again and again until this long
+  // after the first pass began, each pass after start_jitter, so the process
+  // is inside one op or another all that time. 0: once. One rank, no rounds, loader, launcher or second
+  // dataset: each pass is a job of its own (a fresh acquire and its release).
+  Ms repeat_for{0};
 };
 
 // A rank's DataLoader workers ([job.loader]): started by the rank after its

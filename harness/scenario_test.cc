@@ -213,6 +213,25 @@ TEST(ScenarioParse, ABarrierLivenessIntervalAboveTheLivenessDeadlineIsRefusedAtI
       << err.message;
 }
 
+TEST(ScenarioParse, RepeatForIsReadIntoTheWorkerOpsOfAOneRankJob) {
+  const Scenario sc = parse_ok("[[job]]\nranks = 1\n[job.workload]\nclean_after = true\nrepeat_for = \"1500ms\"\n");
+  EXPECT_EQ(sc.jobs.at(0).workload.repeat_for, milliseconds(1500));
+  EXPECT_EQ(parse_ok(kMinimal).jobs.at(0).workload.repeat_for, milliseconds(0));
+}
+
+TEST(ScenarioParse, RepeatForIsRefusedAtItsJobForWhatAPassCannotRepeatAlone) {
+  auto err = parse_error("[[job]]\nranks = 2\n[job.workload]\nrepeat_for = \"1s\"\n");
+  EXPECT_EQ(err.line, 1);
+  EXPECT_NE(err.message.find("'repeat_for' needs a job of one rank"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("this job has ranks = 2"), std::string::npos) << err.message;
+  err = parse_error("[[job]]\nranks = 1\n[job.workload]\nrounds = 2\nrepeat_for = \"1s\"\n");
+  EXPECT_NE(err.message.find("this job has rounds = 2"), std::string::npos) << err.message;
+  err = parse_error("timeout = \"2s\"\n[[job]]\nranks = 1\n[job.workload]\nrepeat_for = \"2s\"\n");
+  EXPECT_EQ(err.line, 2);
+  EXPECT_NE(err.message.find("'repeat_for' = 2s is not shorter than the trial's timeout (2s)"), std::string::npos)
+      << err.message;
+}
+
 TEST(ScenarioParse, OutOfRangeRanksReportsValueLineAndBounds) {
   auto err = parse_error("[[job]]\ncount = 1\nranks = 65\n");
   EXPECT_EQ(err.line, 3);

@@ -224,6 +224,16 @@ void Supervisor::self_stopped(pid_t pid, Worker& w) {
            log_.emit(std::move(end));
            return;
          }
+         if (os.then == "kill") {
+           // A crash at the point, as SHMCOORD_CRASH_AT would: the process
+           // alone dies there; its resource tracker and children live on.
+           v.killed_by_harness = true;
+           Delivery d = send_and_observe(pid, SIGKILL, false);
+           end["signal"] = SIGKILL;
+           add_delivery(end, d);
+           log_.emit(std::move(end));
+           return;
+         }
          // replace / reuse-pid: the worker dies where it stopped, with its tree.
          ProcStat before;
          proc_stat(pid, &before);

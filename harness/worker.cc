@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "events.h"
@@ -503,8 +505,14 @@ std::vector<pid_t> start_loaders(Ctx& c, const Plan& p, int prefix, std::uint64_
       if (pid > 0) pids.push_back(pid);
       continue;
     }
+    // A spawned loader worker is not the process a fault aimed at either:
+    // it starts without the rank's fault knobs.
     std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    for (char** e = environ; *e; ++e) {
+      const std::string_view kv(*e);
+      const std::string_view key = kv.substr(0, kv.find('='));
+      if (std::find(std::begin(kFaultKnobs), std::end(kFaultKnobs), key) == std::end(kFaultKnobs)) env.emplace_back(kv);
+    }
     env.push_back("SHMSTRESS_ROLE=loader");
     env.push_back("SHMSTRESS_LOADER_WORKER=" + std::to_string(i));
     env.push_back("SHMSTRESS_LOADER_PREFIX=" + std::to_string(prefix));
@@ -552,15 +560,27 @@ bool wait_loaders(Op& op, int expected, const std::vector<pid_t>& pids) {
   return false;
 }
 
-std::optional<shmcoord::Lease> acquire(Ctx& c, const Plan& p, shmcoord::Registry& reg, const shmcoord::JobSpec& spec,
-                                       const Json& args) {
+// Opening (creating, rebuilding) the registry is part of the acquire op, as
+// it is of get_shm_prefix: a process waiting there on the init lock is
+// inside an acquire for the history (and for window coverage).
+std::optional<shmcoord::Lease> acquire(Ctx& c, const Plan& p, std::optional<shmcoord::Registry>& reg,
+                                       const shmcoord::JobSpec& spec, const Json& args) {
   for (int attempt = 0;; ++attempt) {
     Json a = args;
     if (attempt > 0) a["retry"] = attempt;
     Op op(c, "acquire", std::move(a));
+    if (!reg) {
+      auto r = shmcoord::Registry::open(p.ns, true, spec.timeout);
+      if (!r) {
+        op.fail(r.error());
+        if (attempt >= p.retries) return std::nullopt;
+        continue;
+      }
+      reg.emplace(std::move(*r));
+    }
     auto l = [&] {
       Limited lim(p.limit, "acquire");
-      return reg.acquire(spec);
+      return reg->acquire(spec);
     }();
     if (l) {
       // What exists under the prefix as it is granted: checkers use it to see
@@ -615,6 +635,10 @@ int run() {
   c.rank = env_int("SHMSTRESS_RANK", -1);
   c.local_rank = env_int("SHMSTRESS_LOCAL_RANK", c.rank);
   shmcoord::failpoint::set_observer(&on_crash_point);
+  // A fault aims at this process: its forked children (the resource tracker,
+  // forked loader workers) inherit the triggers but are not the supervisor's
+  // to watch or resume, so they pass every point untouched.
+  ::pthread_atfork(nullptr, nullptr, [] { shmcoord::failpoint::disarm(); });
   witness_stop_signals();
 #ifdef SHMCOORD_FAILPOINTS
   if (std::string fiu = env_or("SHMSTRESS_FIU_ENABLE"); !fiu.empty()) {
@@ -676,116 +700,116 @@ int run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(late));
   }
   bool all_ok = true;
-  if (p.ops.value("clean_before", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
+  // repeat_for: a neighbour inside one op or another for that long
+  // (scenario.h Workload::repeat_for); every pass is a whole job of one rank.
+  const auto repeat_until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(p.ops.value("repeat_for_ms", 0));
+  do {
+    if (p.ops.value("clean_before", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
 
-  // A process may hold several datasets at once (train and val under one
-  // launcher: the same job key and dirs); each is acquired, given its
-  // segments and released on its own. Ops of dataset d carry args.dataset = d
-  // when there is more than one, so checkers pair each release with its grant.
-  const int datasets = std::max(1, p.ops.value("datasets", 1));
-  auto with_dataset = [&](Json args, int d) {
-    if (datasets > 1) args["dataset"] = d;
-    return args;
-  };
-  std::vector<shmcoord::Lease> leases;  // by dataset
-  std::optional<shmcoord::Registry> reg;
-  for (int d = 0; all_ok && p.ops.value("acquire", true) && d < datasets; ++d) {
-    shmcoord::JobSpec spec;
-    spec.job_key = env_or("SHMSTRESS_JOB_KEY", shmcoord::default_job_key());
-    spec.local_rank = c.local_rank;
-    spec.local_world_size = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
-    spec.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_ACQUIRE_TIMEOUT_MS", 5000));
-    for (const auto& dir : dirs) spec.dirs.push_back({dir.value("path", ""), dir.value("remote", false)});
-    const Json args = with_dataset({{"local_world_size", spec.local_world_size}}, d);
-    if (!reg) {
-      auto r = shmcoord::Registry::open(p.ns, true, spec.timeout);
-      if (!r) {
-        Op op(c, "acquire", args);
-        op.fail(r.error());
-        all_ok = false;
-        break;
-      }
-      reg.emplace(std::move(*r));
-    }
-    auto l = acquire(c, p, *reg, spec, args);
-    if (l) {
-      leases.push_back(*l);
-    } else {
-      all_ok = false;
-    }
-  }
-
-  std::vector<std::vector<Created>> created(leases.size());  // by dataset
-  for (std::size_t d = 0; c.local_rank == 0 && d < leases.size(); ++d) {
-    for (const auto& kind : p.ops.value("segments", Json::array())) {
-      std::string name = p.ns.shm_name(shmcoord::Namespace::prefix_suffix(leases[d].prefix, kind.get<std::string>()));
-      Op op(c, "segment", with_dataset({{"name", name}}, static_cast<int>(d)));
-      int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-      struct stat st;
-      if (fd < 0 || ::ftruncate(fd, 4096) < 0 || ::fstat(fd, &st) < 0) {
-        op.fail(shmcoord::sys_error("shm_open+ftruncate", name, errno));
-        all_ok = false;
+    // A process may hold several datasets at once (train and val under one
+    // launcher: the same job key and dirs); each is acquired, given its
+    // segments and released on its own. Ops of dataset d carry args.dataset = d
+    // when there is more than one, so checkers pair each release with its grant.
+    const int datasets = std::max(1, p.ops.value("datasets", 1));
+    auto with_dataset = [&](Json args, int d) {
+      if (datasets > 1) args["dataset"] = d;
+      return args;
+    };
+    std::vector<shmcoord::Lease> leases;  // by dataset
+    std::optional<shmcoord::Registry> reg;
+    for (int d = 0; all_ok && p.ops.value("acquire", true) && d < datasets; ++d) {
+      shmcoord::JobSpec spec;
+      spec.job_key = env_or("SHMSTRESS_JOB_KEY", shmcoord::default_job_key());
+      spec.local_rank = c.local_rank;
+      spec.local_world_size = env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0);
+      spec.timeout = std::chrono::milliseconds(env_int("SHMSTRESS_ACQUIRE_TIMEOUT_MS", 5000));
+      for (const auto& dir : dirs) spec.dirs.push_back({dir.value("path", ""), dir.value("remote", false)});
+      const Json args = with_dataset({{"local_world_size", spec.local_world_size}}, d);
+      auto l = acquire(c, p, reg, spec, args);
+      if (l) {
+        leases.push_back(*l);
       } else {
-        op.ok(identity(name, st));
-        created[d].push_back(Created{name, st.st_dev, st.st_ino});
-      }
-      if (fd >= 0) ::close(fd);
-    }
-  }
-
-  if (!leases.empty() && all_ok && (p.rounds > 0 || p.loader_workers > 0)) {
-    if (int late = env_int("SHMSTRESS_ATTACH_DELAY_MS", 0); late > 0) {  // a late barrier joiner
-      std::this_thread::sleep_for(std::chrono::milliseconds(late));
-    }
-    const int ranks = env_int("SHMSTRESS_BARRIER_PROCS", env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0));
-    const shmcoord::Lease& first = leases[0];
-    if (p.loader_workers == 0) {
-      // A replacement for a participant that died in round r starts at r + 1.
-      all_ok &= barrier_rounds(c, p, rng, first.prefix, first.serial, ranks, env_int("SHMSTRESS_FIRST_ROUND", 0));
-    } else if (p.loader_barrier) {
-      // Iteration begins: the loader workers enter the barrier, the rank waits for them.
-      Op op(c, "iterate", {{"workers", p.loader_workers}});
-      ChildRc child_rc;
-      auto pids = start_loaders(c, p, first.prefix, first.serial, &child_rc);
-      if (child_rc) return *child_rc;
-      all_ok &= wait_loaders(op, p.loader_workers, pids);
-    } else {
-      // The rank runs its rounds; loader workers forked meanwhile hold a copy
-      // of its seat and end while the rounds go on.
-      ChildRc child_rc;
-      std::vector<pid_t> pids;
-      all_ok &= barrier_rounds(c, p, rng, first.prefix, first.serial, ranks, 0, &child_rc, [&] {
-        ChildRc rc;
-        pids = start_loaders(c, p, first.prefix, first.serial, &rc);
-        return rc;
-      });
-      if (child_rc) return *child_rc;
-      Op op(c, "iterate", {{"workers", p.loader_workers}});
-      all_ok &= wait_loaders(op, p.loader_workers, pids);
-    }
-  }
-
-  // Released last-acquired first, `hold` before each: with several datasets
-  // the first one outlives the others by that much.
-  for (int d = static_cast<int>(leases.size()) - 1; d >= 0; --d) {
-    const Json ds = datasets > 1 ? Json(d) : Json();
-    sleep_range(rng, p.ops.value("hold_ms", Json()));
-    bool released = false;
-    if (p.ops.value("release", true)) {
-      witness(c, created[d], "release", ds);
-      Op op(c, "release", with_dataset({{"prefix", leases[d].prefix}}, d));
-      auto r = reg->release(leases[d]);
-      if (r) {
-        op.ok();
-        released = true;
-      } else {
-        op.fail(r.error());
         all_ok = false;
       }
     }
-    if (!released) witness(c, created[d], "end", ds);  // still holding as the workload ends
-  }
-  if (p.ops.value("clean_after", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
+
+    std::vector<std::vector<Created>> created(leases.size());  // by dataset
+    for (std::size_t d = 0; c.local_rank == 0 && d < leases.size(); ++d) {
+      for (const auto& kind : p.ops.value("segments", Json::array())) {
+        std::string name = p.ns.shm_name(shmcoord::Namespace::prefix_suffix(leases[d].prefix, kind.get<std::string>()));
+        Op op(c, "segment", with_dataset({{"name", name}}, static_cast<int>(d)));
+        int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        struct stat st;
+        if (fd < 0 || ::ftruncate(fd, 4096) < 0 || ::fstat(fd, &st) < 0) {
+          op.fail(shmcoord::sys_error("shm_open+ftruncate", name, errno));
+          all_ok = false;
+        } else {
+          op.ok(identity(name, st));
+          created[d].push_back(Created{name, st.st_dev, st.st_ino});
+        }
+        if (fd >= 0) ::close(fd);
+      }
+    }
+
+    if (!leases.empty() && all_ok && (p.rounds > 0 || p.loader_workers > 0)) {
+      if (int late = env_int("SHMSTRESS_ATTACH_DELAY_MS", 0); late > 0) {  // a late barrier joiner
+        std::this_thread::sleep_for(std::chrono::milliseconds(late));
+      }
+      const int ranks = env_int("SHMSTRESS_BARRIER_PROCS", env_int("SHMSTRESS_LOCAL_WORLD_SIZE", 0));
+      const shmcoord::Lease& first = leases[0];
+      if (p.loader_workers == 0) {
+        // A replacement for a participant that died in round r starts at r + 1.
+        all_ok &= barrier_rounds(c, p, rng, first.prefix, first.serial, ranks, env_int("SHMSTRESS_FIRST_ROUND", 0));
+      } else if (p.loader_barrier) {
+        // Iteration begins: the loader workers enter the barrier, the rank waits for them.
+        Op op(c, "iterate", {{"workers", p.loader_workers}});
+        ChildRc child_rc;
+        auto pids = start_loaders(c, p, first.prefix, first.serial, &child_rc);
+        if (child_rc) return *child_rc;
+        all_ok &= wait_loaders(op, p.loader_workers, pids);
+      } else {
+        // The rank runs its rounds; loader workers forked meanwhile hold a copy
+        // of its seat and end while the rounds go on.
+        ChildRc child_rc;
+        std::vector<pid_t> pids;
+        all_ok &= barrier_rounds(c, p, rng, first.prefix, first.serial, ranks, 0, &child_rc, [&] {
+          ChildRc rc;
+          pids = start_loaders(c, p, first.prefix, first.serial, &rc);
+          return rc;
+        });
+        if (child_rc) return *child_rc;
+        Op op(c, "iterate", {{"workers", p.loader_workers}});
+        all_ok &= wait_loaders(op, p.loader_workers, pids);
+      }
+    }
+
+    // Released last-acquired first, `hold` before each: with several datasets
+    // the first one outlives the others by that much.
+    for (int d = static_cast<int>(leases.size()) - 1; d >= 0; --d) {
+      const Json ds = datasets > 1 ? Json(d) : Json();
+      sleep_range(rng, p.ops.value("hold_ms", Json()));
+      bool released = false;
+      if (p.ops.value("release", true)) {
+        witness(c, created[d], "release", ds);
+        Op op(c, "release", with_dataset({{"prefix", leases[d].prefix}}, d));
+        auto r = reg->release(leases[d]);
+        if (r) {
+          op.ok();
+          released = true;
+        } else {
+          op.fail(r.error());
+          all_ok = false;
+        }
+      }
+      if (!released) witness(c, created[d], "end", ds);  // still holding as the workload ends
+    }
+    if (p.ops.value("clean_after", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
+    // Every pass starts as the first did: after start_jitter.
+    if (all_ok && std::chrono::steady_clock::now() < repeat_until) {
+      sleep_range(rng, p.ops.value("start_jitter_ms", Json()));
+    }
+  } while (all_ok && std::chrono::steady_clock::now() < repeat_until);
   return all_ok ? 0 : 1;
 }
 

@@ -31,6 +31,7 @@ struct Trigger {
 
 std::atomic<Observer> g_observer{nullptr};
 std::atomic<Observer> g_pause_observer{nullptr};
+std::atomic<bool> g_disarmed{false};
 std::atomic<std::uint64_t> g_hits{0};
 std::atomic<std::uint64_t> g_crash_at{0};
 // Named triggers are rare (set by a test or a harness scenario), so the hot
@@ -196,6 +197,8 @@ std::string set_pause_spec(std::string_view spec) {
   return "";
 }
 
+void disarm() { g_disarmed.store(true); }
+
 std::string env_error() {
   init_once();
   std::lock_guard<std::mutex> l(g_mu);
@@ -204,6 +207,7 @@ std::string env_error() {
 
 int check([[maybe_unused]] const char* point) {
 #ifdef SHMCOORD_FAILPOINTS
+  if (g_disarmed.load(std::memory_order_relaxed)) return 0;
   init_once();
   pass(point);
   if (fiu_fail(point)) {
@@ -216,6 +220,7 @@ int check([[maybe_unused]] const char* point) {
 
 void crash_window([[maybe_unused]] const char* point) {
 #ifdef SHMCOORD_FAILPOINTS
+  if (g_disarmed.load(std::memory_order_relaxed)) return;
   init_once();
   pass(point);
   if (fiu_fail(point)) die(point, g_hits.load());

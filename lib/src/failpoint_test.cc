@@ -110,6 +110,23 @@ TEST_F(FailpointProcess, NamedCrashKillsAtTheNthPassAfterTellingTheObserver) {
   EXPECT_EQ(wait_child(c), 128 + SIGKILL);
 }
 
+TEST_F(FailpointProcess, ADisarmedProcessPassesItsCrashAndPausePointsUntouched) {
+  auto& c = fork_child([&](int out) {
+    g_out = out;
+    failpoint::set_observer(&tell);
+    failpoint::set_pause_observer(&tell);
+    if (!failpoint::set_crash_spec("crash/registry/joined:1").empty()) return 2;
+    if (!failpoint::set_pause_spec("crash/registry/claim-half-written:1").empty()) return 2;
+    failpoint::disarm();  // as a forked resource tracker's atfork handler does
+    auto reg = Registry::open(ns);
+    auto a = reg->acquire(one_rank("a"));
+    report(out, a ? "acquired " + std::to_string(a->prefix) : a.error().to_string());
+    return 0;
+  });
+  EXPECT_EQ(read_line(c), "acquired 0");  // no "at ..." line: neither trigger fired
+  EXPECT_EQ(wait_child(c), 0);
+}
+
 // SHMCOORD_PAUSE_AT is read once, at the first point: a malformed value is
 // refused loudly. Runs this test binary again with the variable set.
 TEST(FailpointEnv, MalformedEnvironmentIsRefusedAndReported) {

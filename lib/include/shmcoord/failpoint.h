@@ -138,6 +138,13 @@ std::string set_crash_spec(std::string_view spec);
 std::string set_pause_spec(std::string_view spec);
 // Why a SHMCOORD_CRASH_AT / SHMCOORD_PAUSE_AT value was refused, "" if none.
 std::string env_error();
+// From now on this process passes every point as if no trigger were set
+// (environment, programmatic or libfiu). A supervisor aims a crash or a pause
+// at one process; a child forked from it (its resource tracker, a forked
+// loader worker) inherits the triggers with its memory but is another process,
+// one the supervisor neither watches for the stop nor resumes. Call it in the
+// child (e.g. from a pthread_atfork child handler). Not undone.
+void disarm();
 
 // Called by the library at each syscall point. Returns the errno to inject (0: proceed).
 int check(const char* point);
