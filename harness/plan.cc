@@ -114,6 +114,7 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
                           {"start_jitter_ms", range_json(js.start_jitter)}};
     // Only when asked: subjects that know one dataset per process see the ops they always did.
     if (w.datasets > 1) ops["datasets"] = w.datasets;
+    if (w.clean_between) ops["clean_between"] = true;
     if (w.barrier_liveness.count() > 0) ops["barrier_liveness_ms"] = w.barrier_liveness.count();
     if (w.retries > 0) ops["retries"] = w.retries;
     if (w.repeat_for.count() > 0) ops["repeat_for_ms"] = w.repeat_for.count();

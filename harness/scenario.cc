@@ -59,7 +59,7 @@ const std::vector<std::string_view> kJobKeys = {
     "root_suffix"};
 const std::vector<std::string_view> kWorkloadKeys = {
     "acquire",      "rounds",      "round_jitter", "hold",    "release",         "segments",
-    "clean_before", "clean_after", "datasets",     "barrier_liveness", "retries",
+    "clean_before", "clean_after", "clean_between", "datasets", "barrier_liveness", "retries",
     "repeat_for"};
 const std::vector<std::string_view> kLoaderKeys = {"workers", "start", "barrier", "work"};
 const std::vector<std::string_view> kLauncherKeys = {"kind", "max_restarts", "run_id", "teardown"};
@@ -656,6 +656,7 @@ class Parser {
       return fail(n,
                   "'workload' must be a table ([job.workload]), got " + std::string(type_name(n)));
     }
+    const toml::node* clean_between = nullptr;
     for (const auto& [key, node] : sorted(*t)) {
       const std::string_view k = key->str();
       bool ok = true;
@@ -675,6 +676,9 @@ class Parser {
         ok = get_bool(*node, "clean_before", &w->clean_before);
       } else if (k == "clean_after") {
         ok = get_bool(*node, "clean_after", &w->clean_after);
+      } else if (k == "clean_between") {
+        clean_between = node;
+        ok = get_bool(*node, "clean_between", &w->clean_between);
       } else if (k == "datasets") {
         ok = get_int(*node, "datasets", 1, kMaxDatasets, &w->datasets);
       } else if (k == "barrier_liveness") {
@@ -688,6 +692,17 @@ class Parser {
         ok = unknown(*key, *node, kWorkloadKeys, "in [job.workload]");
       }
       if (!ok) return false;
+    }
+    // Between the first dataset and the second: with one dataset (or none
+    // acquired) there is no between, and the step would silently not run.
+    if (w->clean_between && w->datasets < 2) {
+      return fail(*clean_between, "'clean_between' = true needs datasets >= 2 (it runs between the first "
+                                  "dataset's construction and the second's), got datasets = " +
+                                      std::to_string(w->datasets));
+    }
+    if (w->clean_between && !w->acquire) {
+      return fail(*clean_between, "'clean_between' = true with acquire = false: no dataset is constructed, "
+                                  "so there is no between");
     }
     return true;
   }

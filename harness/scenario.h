@@ -36,6 +36,11 @@ struct Workload {
   // Datasets each rank holds at once under the same job key and dirs (train
   // and val in one process): acquired in turn, released last-first.
   int datasets = 1;
+  // Run clean_stale between the first dataset's construction (its acquire
+  // and segments) and the second's acquire, as #767's reporter does between
+  // building train and val: the other datasets stay live meanwhile. Needs
+  // datasets >= 2 and acquire.
+  bool clean_between = false;
   // The barrier's own liveness-check interval (shmcoord's
   // BarrierOptions::liveness_interval); 0: the subject's default (100 ms).
   Ms barrier_liveness{0};

@@ -264,6 +264,35 @@ TEST(ScenarioParse, OtherOutOfRangeValuesReportTheirLine) {
   EXPECT_EQ(parse_ok("[[job]]\n[job.workload]\ndatasets = 2\n").jobs[0].workload.datasets, 2);
 }
 
+TEST(ScenarioParse, CleanBetweenIsOffByDefaultAndReadWithSeveralDatasets) {
+  EXPECT_FALSE(parse_ok(kMinimal).jobs[0].workload.clean_between);
+  const Workload w = parse_ok("[[job]]\n[job.workload]\ndatasets = 2\nclean_between = true\n").jobs[0].workload;
+  EXPECT_TRUE(w.clean_between);
+  EXPECT_EQ(w.datasets, 2);
+}
+
+TEST(ScenarioParse, CleanBetweenWithoutASecondDatasetIsRefusedAtItsLine) {
+  auto err = parse_error("[[job]]\n[job.workload]\nrounds = 1\nclean_between = true\n");
+  EXPECT_EQ(err.line, 4);
+  EXPECT_NE(err.message.find("'clean_between' = true needs datasets >= 2"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("got datasets = 1"), std::string::npos) << err.message;
+  EXPECT_EQ(err.file, "t.toml");
+  // Turned off, it needs nothing.
+  EXPECT_FALSE(parse_ok("[[job]]\n[job.workload]\nclean_between = false\n").jobs[0].workload.clean_between);
+}
+
+TEST(ScenarioParse, CleanBetweenWithoutAcquiringIsRefusedAtItsLine) {
+  auto err = parse_error("[[job]]\n[job.workload]\ndatasets = 2\nacquire = false\n\nclean_between = true\n");
+  EXPECT_EQ(err.line, 6);
+  EXPECT_NE(err.message.find("'clean_between' = true with acquire = false"), std::string::npos) << err.message;
+}
+
+TEST(ScenarioParse, CleanBetweenMustBeABoolean) {
+  auto err = parse_error("[[job]]\n[job.workload]\ndatasets = 2\nclean_between = \"yes\"\n");
+  EXPECT_EQ(err.line, 4);
+  EXPECT_NE(err.message.find("'clean_between' must be true or false, got a string"), std::string::npos) << err.message;
+}
+
 TEST(ScenarioParse, WrongTypesReportTheValueLine) {
   auto err = parse_error("[[job]]\nranks = \"two\"\n");
   EXPECT_EQ(err.line, 2);

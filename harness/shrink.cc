@@ -114,7 +114,7 @@ std::vector<std::pair<std::string, Reduction>> reductions(toml::table& t) {
                      toml::table& jt = *(*jobs_of(x))[static_cast<std::size_t>(k)].as_table();
                      bool changed = jt.erase("start_jitter") > 0;
                      if (toml::table* w = jt["workload"].as_table()) {
-                       for (const char* key : {"segments", "clean_before", "clean_after", "hold", "round_jitter", "datasets"}) {
+                       for (const char* key : {"segments", "clean_before", "clean_after", "clean_between", "hold", "round_jitter", "datasets"}) {
                          changed |= w->erase(key) > 0;
                        }
                      }

@@ -708,15 +708,19 @@ int run() {
     if (p.ops.value("clean_before", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
 
     // A process may hold several datasets at once (train and val under one
-    // launcher: the same job key and dirs); each is acquired, given its
-    // segments and released on its own. Ops of dataset d carry args.dataset = d
-    // when there is more than one, so checkers pair each release with its grant.
+    // launcher: the same job key and dirs). Each is constructed in turn, as
+    // StreamingDataset's constructor does: acquired, then given its segments;
+    // with clean_between the stale cleanup runs after the first one's
+    // construction, while it is live (#767's reporter). They are released
+    // last-first. Ops of dataset d carry args.dataset = d when there is more
+    // than one, so checkers pair each release with its grant.
     const int datasets = std::max(1, p.ops.value("datasets", 1));
     auto with_dataset = [&](Json args, int d) {
       if (datasets > 1) args["dataset"] = d;
       return args;
     };
-    std::vector<shmcoord::Lease> leases;  // by dataset
+    std::vector<shmcoord::Lease> leases;         // by dataset
+    std::vector<std::vector<Created>> created;   // by dataset
     std::optional<shmcoord::Registry> reg;
     for (int d = 0; all_ok && p.ops.value("acquire", true) && d < datasets; ++d) {
       shmcoord::JobSpec spec;
@@ -727,18 +731,16 @@ int run() {
       for (const auto& dir : dirs) spec.dirs.push_back({dir.value("path", ""), dir.value("remote", false)});
       const Json args = with_dataset({{"local_world_size", spec.local_world_size}}, d);
       auto l = acquire(c, p, reg, spec, args);
-      if (l) {
-        leases.push_back(*l);
-      } else {
+      if (!l) {
         all_ok = false;
+        break;
       }
-    }
-
-    std::vector<std::vector<Created>> created(leases.size());  // by dataset
-    for (std::size_t d = 0; c.local_rank == 0 && d < leases.size(); ++d) {
-      for (const auto& kind : p.ops.value("segments", Json::array())) {
-        std::string name = p.ns.shm_name(shmcoord::Namespace::prefix_suffix(leases[d].prefix, kind.get<std::string>()));
-        Op op(c, "segment", with_dataset({{"name", name}}, static_cast<int>(d)));
+      leases.push_back(*l);
+      created.emplace_back();
+      const Json kinds = c.local_rank == 0 ? p.ops.value("segments", Json::array()) : Json::array();
+      for (const auto& kind : kinds) {
+        std::string name = p.ns.shm_name(shmcoord::Namespace::prefix_suffix(l->prefix, kind.get<std::string>()));
+        Op op(c, "segment", with_dataset({{"name", name}}, d));
         int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         struct stat st;
         if (fd < 0 || ::ftruncate(fd, 4096) < 0 || ::fstat(fd, &st) < 0) {
@@ -746,10 +748,11 @@ int run() {
           all_ok = false;
         } else {
           op.ok(identity(name, st));
-          created[d].push_back(Created{name, st.st_dev, st.st_ino});
+          created.back().push_back(Created{name, st.st_dev, st.st_ino});
         }
         if (fd >= 0) ::close(fd);
       }
+      if (d == 0 && datasets > 1 && p.ops.value("clean_between", false)) all_ok &= run_limited_clean(c, p.ns, p.limit);
     }
 
     if (!leases.empty() && all_ok && (p.rounds > 0 || p.loader_workers > 0)) {

@@ -48,7 +48,9 @@ REMOTE_SCHEME = 'shmstress-remote://'  # any non-None remote: Streaming only che
 # The job's process group: SHMSTRESS_PROCESS_GROUP = auto (default) | gloo | emulated | none.
 GROUP_ENV = 'SHMSTRESS_PROCESS_GROUP'
 PORT_BASE, PORT_SPAN, PORT_ATTEMPTS = 10000, 22000, 16  # below Linux's ephemeral range (32768-60999)
-SEGMENTS_WITHOUT_EXIT_HANDLER = ('epoch_shape', 'epoch_data')  # StreamingDataset._share_work: auto_cleanup=False
+# The epoch's segments: StreamingDataset._share_work creates them when an epoch begins (after every
+# dataset of the script was constructed), with auto_cleanup=False.
+EPOCH_SEGMENTS = ('epoch_shape', 'epoch_data')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -631,15 +633,43 @@ class Subject:
             dist.barrier()
 
 
+class Dataset:
+    """One StreamingDataset of this rank: its index among the rank's datasets, its prefix, its handle on
+    ``{prefix:06}_locals`` and the segments its local leader created (for witnesses). With several
+    datasets in the rank, each of its ops says which (``args.dataset``), as the native worker's do."""
+
+    def __init__(self, index: int, count: int) -> None:
+        self.index = index
+        self.count = count
+        self.world = None
+        self.prefix = None
+        self.shm = None
+        self.created = []  # (name, dev, ino) of ok segment ops, in order
+
+    def args(self, args: dict) -> dict:
+        if self.count > 1:
+            args['dataset'] = self.index
+        return args
+
+
 class Rank:
-    """One worker's run: its identity, its group, and the segments it created (for witnesses)."""
+    """One worker's run: its identity, its group, and the handles of what it created."""
 
     def __init__(self, w: Worker, subject: Subject, group: Group) -> None:
         self.w = w
         self.subject = subject
         self.group = group
-        self.created = []  # (name, dev, ino) of ok segment ops, in order
         self.handles = []  # kept alive: the package's exit handlers own them
+        # A dataset was constructed and its constructor's closing dist.barrier() is still to come: the
+        # rank's next step (a clean between, the next dataset's acquire) meets the group first.
+        self.constructor_barrier_due = False
+
+    def end_construction(self) -> None:
+        """StreamingDataset.__init__ ends with the job's dist.barrier(): no rank goes on to the script's
+        next step before every rank finished constructing (a non-leader's attach of the locals)."""
+        if self.constructor_barrier_due:
+            self.constructor_barrier_due = False
+            self.group.barrier()
 
     def begin(self, name: str, args: dict = None):
         """invoke `name`; if the job's process group could not be formed, the rank's first op fails
@@ -653,6 +683,11 @@ class Rank:
     def clean(self) -> bool:
         op = self.begin('clean')
         if op is None:
+            return False
+        try:
+            self.end_construction()
+        except Exception as exc:  # pylint: disable=broad-except
+            op.fail(exc)
             return False
         with UnlinkRecorder() as rec:
             try:
@@ -669,13 +704,14 @@ class Rank:
         op.ok({'removed': rec.removed, 'kept': [], 'skipped': []})
         return True
 
-    def witness(self, when: str) -> None:
-        """What stat(2) shows now for every segment this rank created (docs/worker-protocol.md)."""
-        if not self.created:
+    def witness(self, ds: 'Dataset', when: str) -> None:
+        """What stat(2) shows now for every segment this rank created for the dataset
+        (docs/worker-protocol.md)."""
+        if not ds.created:
             return
-        op = Op(self.w, 'witness', {'when': when})
+        op = Op(self.w, 'witness', ds.args({'when': when}))
         seen = []
-        for name, _, _ in self.created:
+        for name, _, _ in ds.created:
             try:
                 st = os.stat(os.path.join(SHM_DIR, name.lstrip('/')))
             except FileNotFoundError:
@@ -906,54 +942,45 @@ def run(argv) -> int:
     streams_remote = [REMOTE_SCHEME + str(d.get('path', '')) if isinstance(d, dict) and d.get('remote') else None
                       for d in dirs]
     root = subject.root
-    world = None
-    prefix = None
-    shm = None
-    if all_ok and ops.get('acquire', True):
-        op = me.begin('acquire', {'local_world_size': env_int('SHMSTRESS_LOCAL_WORLD_SIZE', 0)})
-        if op is None:
+    kinds = [str(k) for k in ops.get('segments', []) or []]
+    # Several datasets in one rank (train and val of one script, `datasets` = N): each is constructed in
+    # turn, as StreamingDataset.__init__ runs: get_shm_prefix registers its own locals, then its local
+    # leader creates its segments. With clean_between the user's clean_stale_shared_memory() runs
+    # after the first one's construction, while it is live (#767's reporter). The epochs come after
+    # every construction, as training begins once the loaders exist.
+    count = max(1, int(ops.get('datasets', 1) or 1))
+    built = []
+    for index in range(count):
+        if not (all_ok and ops.get('acquire', True)):
+            break
+        ds = Dataset(index, count)
+        if not acquire_prefix(me, ds, streams_local, streams_remote):
             all_ok = False
-        else:
-            try:
-                world = subject.World.detect()
-                with Limited('acquire'):
-                    prefix, shm = subject.get_shm_prefix(streams_local, streams_remote, world)
-            except Exception as exc:  # pylint: disable=broad-except
-                op.fail(exc)
-                all_ok = False
-                prefix = None
-            else:
-                op.ok({'prefix': prefix, 'present': list_present(root, prefix)})
-                w.emit('fds', count=count_fds())
+            break
+        built.append(ds)
+        if ds.world.is_local_leader:
+            all_ok &= make_segments(me, ds, root, [k for k in kinds if k not in EPOCH_SEGMENTS], stop=False)
+        me.constructor_barrier_due = all_ok
+        if all_ok and index == 0 and count > 1 and ops.get('clean_between', False):
+            all_ok &= me.clean()
+    # The last constructor's closing dist.barrier() is barrier_attach's (below), as with one dataset.
+    me.constructor_barrier_due = False
+    # The epoch: _share_work creates the epoch's shape and data segments (without an exit handler), in
+    # each dataset's prefix, dataset after dataset; the first that fails raises out of the epoch.
+    for ds in built:
+        if not all_ok or not ds.world.is_local_leader:
+            break
+        all_ok &= make_segments(me, ds, root, [k for k in kinds if k in EPOCH_SEGMENTS], stop=True)
 
-    held = prefix is not None
-    if held and world.is_local_leader:
-        # Job segments as StreamingDataset makes them: exclusive create through the package's
-        # SharedMemory (so CPython's resource tracker knows them), with the exit handler except for
-        # the epoch's shape/data, which _share_work creates without one.
-        for kind in ops.get('segments', []) or []:
-            name = f'/{root}{prefix:06}_{kind}'
-            op = Op(w, 'segment', {'name': name})
-            try:
-                seg = subject.SharedMemory(f'{prefix:06}_{kind}', True, 4096,
-                                           auto_cleanup=kind not in SEGMENTS_WITHOUT_EXIT_HANDLER)
-                st = os.fstat(seg.shm._fd)  # pylint: disable=protected-access
-            except Exception as exc:  # pylint: disable=broad-except
-                op.fail(exc)
-                all_ok = False
-            else:
-                me.handles.append(seg)
-                me.created.append((name, st.st_dev, st.st_ino))
-                op.ok({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
-
+    first = built[0] if built else None
     rounds = int(ops.get('rounds', 0) or 0)
     loader_workers = int((ops.get('loader') or {}).get('workers', 0) or 0)
-    if held and all_ok and rounds > 0 and loader_workers > 0:
-        lock_path = os.path.join(tempfile.gettempdir(), f'{root}{prefix:06}_barrier_filelock')
-        all_ok &= iterate_loader(w, subject, group, lock_path, f'{prefix:06}_barrier', rounds, ops)
-    elif held and all_ok and rounds > 0:
+    if first is not None and all_ok and rounds > 0 and loader_workers > 0:
+        lock_path = os.path.join(tempfile.gettempdir(), f'{root}{first.prefix:06}_barrier_filelock')
+        all_ok &= iterate_loader(w, subject, group, lock_path, f'{first.prefix:06}_barrier', rounds, ops)
+    elif first is not None and all_ok and rounds > 0:
         # Streaming counts the processes of a node itself; a scenario may override the count.
-        num_procs = env_int('SHMSTRESS_BARRIER_PROCS', world.workers_per_node)
+        num_procs = env_int('SHMSTRESS_BARRIER_PROCS', first.world.workers_per_node)
         late = env_int('SHMSTRESS_ATTACH_DELAY_MS', 0)  # an injected late constructor
         barrier = None
         args = {'num_procs': num_procs}
@@ -961,9 +988,9 @@ def run(argv) -> int:
             args['late_ms'] = late
         op = Op(w, 'barrier_attach', args)
         try:
-            lock_path = os.path.join(tempfile.gettempdir(), f'{root}{prefix:06}_barrier_filelock')
+            lock_path = os.path.join(tempfile.gettempdir(), f'{root}{first.prefix:06}_barrier_filelock')
             with Limited('attach'):
-                barrier = subject.SharedBarrier(lock_path, f'{prefix:06}_barrier')
+                barrier = subject.SharedBarrier(lock_path, f'{first.prefix:06}_barrier')
             # StreamingDataset.__init__ ends with the job's dist.barrier(): nobody uses the
             # barrier before every rank has constructed it.
             group.barrier()
@@ -971,7 +998,7 @@ def run(argv) -> int:
                 # The injected fault: a second constructor with the same names, `late` ms after the
                 # job started using the barrier (its counters are reset under the others' feet).
                 time.sleep(late / 1000.0)
-                barrier = subject.SharedBarrier(lock_path, f'{prefix:06}_barrier')
+                barrier = subject.SharedBarrier(lock_path, f'{first.prefix:06}_barrier')
         except Exception as exc:  # pylint: disable=broad-except
             op.fail(exc)
             all_ok = False
@@ -993,25 +1020,69 @@ def run(argv) -> int:
         if barrier is not None:
             Op(w, 'barrier_detach').ok()  # Streaming has nothing to detach
 
-    released = False
-    if held:
+    # Released last-constructed first, `hold` before each: the first dataset outlives the others.
+    for ds in reversed(built):
         sleep_range(rng, ops.get('hold_ms'))
+        released = False
         if ops.get('release', True):
-            me.witness('release')
-            op = Op(w, 'release', {'prefix': prefix})
+            me.witness(ds, 'release')
+            op = Op(w, 'release', ds.args({'prefix': ds.prefix}))
             try:
-                release_locals(shm)
+                release_locals(ds.shm)
             except Exception as exc:  # pylint: disable=broad-except
                 op.fail(exc)
                 all_ok = False
             else:
                 op.ok()
                 released = True
-    if held and not released:
-        me.witness('end')
+        if not released:
+            me.witness(ds, 'end')
     if ops.get('clean_after', False):
         all_ok &= me.clean()
     return EXIT_OK if all_ok else EXIT_FAILED
+
+
+def acquire_prefix(me: Rank, ds: Dataset, streams_local: list, streams_remote: list) -> bool:
+    """The dataset's get_shm_prefix, as its constructor calls it: an ``acquire`` op."""
+    op = me.begin('acquire', ds.args({'local_world_size': env_int('SHMSTRESS_LOCAL_WORLD_SIZE', 0)}))
+    if op is None:
+        return False
+    try:
+        me.end_construction()
+        ds.world = me.subject.World.detect()
+        with Limited('acquire'):
+            ds.prefix, ds.shm = me.subject.get_shm_prefix(streams_local, streams_remote, ds.world)
+    except Exception as exc:  # pylint: disable=broad-except
+        op.fail(exc)
+        return False
+    op.ok({'prefix': ds.prefix, 'present': list_present(me.subject.root, ds.prefix)})
+    me.w.emit('fds', count=count_fds())
+    return True
+
+
+def make_segments(me: Rank, ds: Dataset, root: str, kinds: list, stop: bool) -> bool:
+    """The local leader's segments of one dataset, as StreamingDataset makes them: exclusive create
+    through the package's SharedMemory (so CPython's resource tracker knows them), with the exit handler
+    except for the epoch's shape/data, which _share_work creates without one. ``stop``: the first
+    failure ends the step (an exception out of _share_work)."""
+    all_ok = True
+    for kind in kinds:
+        name = f'/{root}{ds.prefix:06}_{kind}'
+        op = Op(me.w, 'segment', ds.args({'name': name}))
+        try:
+            seg = me.subject.SharedMemory(f'{ds.prefix:06}_{kind}', True, 4096,
+                                          auto_cleanup=kind not in EPOCH_SEGMENTS)
+            st = os.fstat(seg.shm._fd)  # pylint: disable=protected-access
+        except Exception as exc:  # pylint: disable=broad-except
+            op.fail(exc)
+            all_ok = False
+            if stop:
+                break
+        else:
+            me.handles.append(seg)
+            ds.created.append((name, st.st_dev, st.st_ino))
+            op.ok({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
+    return all_ok
 
 
 def release_locals(shm) -> None:

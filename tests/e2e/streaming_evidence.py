@@ -107,6 +107,10 @@ def derived(d, evs):
         m = re.search(r'(\d{6})_locals', err.get('message', '')) if err.get('code') == 'file-exists' else None
         if m and int(m.group(1)) > 0:
             st.add('file-exists-above-0')
+        # Which kind of segment a File exists names: "File exists: '/000000_epoch_shape'" (#767).
+        m = re.search(r"\d{6}_(\w+)'", err.get('message', '')) if err.get('code') == 'file-exists' else None
+        if m:
+            st.add(f'file-exists-{m.group(1)}')
     for e in evs:
         if e.get('type') == 'audit':
             if e.get('leftover_locks'):

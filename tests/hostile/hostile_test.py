@@ -107,7 +107,7 @@ for key, value in [("count", '"2"'), ("ranks", "1.5"), ("dirs", '"a"'), ("remote
 scenario("type-job-dirs-entry", "[[job]]\ndirs = [1]\n", 2)
 for key, value in [("acquire", "1"), ("rounds", '"3"'), ("round_jitter", "[]"), ("hold", "{}"),
                    ("release", '"no"'), ("segments", '"a"'), ("clean_before", "0"),
-                   ("clean_after", '"true"')]:
+                   ("clean_after", '"true"'), ("clean_between", '"true"')]:
     scenario("type-workload-" + key, JOB + "[job.workload]\n%s = %s\n" % (key, value), 4,
              "'%s' must" % key)
 scenario("type-workload-segments-entry", JOB + "[job.workload]\nsegments = [1]\n", 4)

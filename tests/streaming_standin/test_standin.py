@@ -493,6 +493,51 @@ class AdapterTest(Case):
         self.assertEqual(events[ok_acquire + 1]['type'], 'fds')
         self.assertEqual(shm_names(self.root), [])
 
+    def run_one_rank(self, ops, dirs):
+        rc, err = self.finish(self.start(self.env(ops=ops, dirs=dirs)))
+        events = self.events()
+        return rc, err, events, self.check_pairs([e for e in events if e['type'] in ('invoke', 'ok', 'fail')])
+
+    def test_two_datasets_with_a_clean_between_share_prefix_0_and_the_second_epoch_fails_file_exists(self):
+        # #767's script: train built, clean_stale_shared_memory(), val built; then the epochs. The clean
+        # unlinks the first dataset's live locals, so the second registers prefix 0 too, and its epoch
+        # meets the first one's epoch_shape (created without an exit handler): File exists.
+        ops = {'datasets': 2, 'clean_between': True, 'rounds': 0,
+               'segments': ['shard_states', 'epoch_shape', 'epoch_data']}
+        rc, err, events, done = self.run_one_rank(ops, [{'path': '/data/trainval', 'remote': False}])
+        self.assertEqual(rc, 1, err)
+        invokes = [e for e in events if e['type'] == 'invoke']
+        self.assertEqual([(e['op'], e['args'].get('dataset')) for e in invokes],
+                         [('acquire', 0), ('segment', 0), ('clean', None), ('acquire', 1), ('segment', 1),
+                          ('segment', 0), ('segment', 0), ('segment', 1), ('witness', 1), ('release', 1),
+                          ('witness', 0), ('release', 0)])
+        self.assertEqual([v['prefix'] for op, _, v, _ in done if op == 'acquire'], [0, 0])
+        removed = done[2][2]['removed']
+        self.assertIn(f'/{self.root}000000_locals', removed)
+        self.assertIn(f'/{self.root}000000_shard_states', removed)
+        op, kind, _, error = done[7]
+        self.assertEqual((op, kind, error['code']), ('segment', 'fail', 'file-exists'))
+        self.assertIn(f"File exists: '/{self.root}000000_epoch_shape'", error['message'])
+        # The first failure ends the second epoch: its epoch_data is never attempted.
+        self.assertEqual([e['args']['name'] for e in invokes if e['op'] == 'segment' and e['args']['dataset'] == 1],
+                         [f'/{self.root}000000_shard_states', f'/{self.root}000000_epoch_shape'])
+        self.assertEqual([d[1] for d in done[8:]], ['ok'] * 4)
+
+    def test_two_datasets_without_a_clean_get_their_own_prefixes_and_release_last_first(self):
+        ops = {'datasets': 2, 'rounds': 1, 'segments': ['shard_states', 'epoch_shape']}
+        rc, err, events, done = self.run_one_rank(ops, [{'path': '/data/trainval', 'remote': False}])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([v['prefix'] for op, _, v, _ in done if op == 'acquire'], [0, 1])
+        self.assertEqual([(op, v.get('name')) for op, _, v, _ in done if op == 'segment'],
+                         [('segment', f'/{self.root}000000_shard_states'),
+                          ('segment', f'/{self.root}000001_shard_states'),
+                          ('segment', f'/{self.root}000000_epoch_shape'),
+                          ('segment', f'/{self.root}000001_epoch_shape')])
+        invokes = [e for e in events if e['type'] == 'invoke']
+        self.assertEqual([e['args'] for e in invokes if e['op'] == 'release'],
+                         [{'prefix': 1, 'dataset': 1}, {'prefix': 0, 'dataset': 0}])
+        self.assertEqual([e['args'] for e in invokes if e['op'] == 'barrier_attach'], [{'num_procs': 1}])
+
     def two_rank_job(self, ops, group, rank_dirs=None, **extra):
         procs = [self.start(self.env(rank=r, world_size=2, local_world_size=2, ops=ops,
                                      dirs=(rank_dirs or {}).get(r), SHMSTRESS_PROCESS_GROUP=group, **extra))
