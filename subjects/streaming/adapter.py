@@ -138,6 +138,8 @@ def classify(exc: BaseException) -> dict:
     lowered = text.lower()
     if isinstance(exc, GroupError):
         code = exc.code
+    elif isinstance(exc, KeyboardInterrupt):
+        code = 'interrupted'  # SIGINT (Ctrl-C) cut the op off; only a loader worker lives to say so
     elif 'Reused local directory' in text:
         code = 'in-use'
     elif 'not registered by local leader' in text:
@@ -765,7 +767,9 @@ class LoaderDataset:
         try:
             with Limited('attach'):
                 barrier = self.barrier if self.barrier is not None else subject.SharedBarrier(self.lock_path, self.name)
-        except Exception as exc:  # pylint: disable=broad-except
+        except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except
+            # Ctrl-C reaches the loader workers too; torch's worker loop swallows KeyboardInterrupt
+            # and the worker exits 0, so the op it cut off is reported here (`interrupted`).
             op.fail(exc)
             raise
         op.ok()
@@ -774,8 +778,8 @@ class LoaderDataset:
             op = Op(w, 'barrier', {'round': k})
             try:
                 barrier(num_procs)
-            except Exception as exc:  # pylint: disable=broad-except
-                op.fail(exc)
+            except (Exception, KeyboardInterrupt) as exc:  # pylint: disable=broad-except
+                op.fail(exc)  # KeyboardInterrupt: `interrupted`, as at the attach
                 raise
             op.ok({'round': k})
             yield k
@@ -830,9 +834,13 @@ def run(argv) -> int:
     if len(argv) != 2 or argv[1] != 'worker':
         sys.stderr.write('usage: adapter.py worker   (started by shmstress with the trial environment)\n')
         return EXIT_BAD_ENV
-    # The protocol lets SIGTERM/SIGINT simply kill us: no exit handlers, like a killed trainer.
+    # SIGTERM simply kills us, as it kills a trainer: no exit handlers. SIGINT is a terminal's
+    # Ctrl-C (the `interrupt` fault): Python's own KeyboardInterrupt, raised wherever the rank is,
+    # unwinds past every `except Exception` here, then the interpreter runs the package's atexit
+    # handlers and dies of SIGINT, as a trainer does at a terminal (also when a parent left SIGINT
+    # ignored: a trainer at a terminal never has it ignored).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     log = EventLog.from_env()
     if not log.ok():
