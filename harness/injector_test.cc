@@ -42,9 +42,9 @@ class FaultParams : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // "" if valid, else the error.
-  std::string validate(const std::string& fault) {
+  std::string validate(const std::string& fault, const char* jobs = kJobs) {
     const std::string file = (dir_ / "s.toml").string();
-    std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\n" << fault << "\n";
+    std::ofstream(file) << "description = \"x\"\n" << jobs << "\n[[fault]]\n" << fault << "\n";
     std::vector<Scenario> out;
     std::string err;
     if (load_and_validate({file}, &out, &err)) return "";
@@ -52,9 +52,9 @@ class FaultParams : public ::testing::Test {
   }
 
   // Plans trial `trial` of a valid fault.
-  TrialPlan plan(const std::string& fault, int trial = 0) {
+  TrialPlan plan(const std::string& fault, int trial = 0, const char* jobs = kJobs) {
     const std::string file = (dir_ / "p.toml").string();
-    std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\n" << fault << "\n";
+    std::ofstream(file) << "description = \"x\"\n" << jobs << "\n[[fault]]\n" << fault << "\n";
     std::vector<Scenario> out;
     std::string err;
     EXPECT_TRUE(load_and_validate({file}, &out, &err)) << err;
@@ -165,6 +165,67 @@ TEST_F(FaultParams, WholeJobKillTargetsEveryRankAtOneInstant) {
   EXPECT_TRUE(p.actions[0].tree && p.actions[1].tree);
   EXPECT_EQ(p.actions[0].at_ns, p.actions[1].at_ns);
   EXPECT_NE(p.actions[0].rank, p.actions[1].rank);
+}
+
+// Ctrl-C reaches the job's whole foreground group at once. Without a launcher
+// each rank leads its own group, so every rank's group is signalled at one
+// instant; the other job is not touched.
+TEST_F(FaultParams, InterruptSignalsEveryRankGroupOfTheJobAtOneInstant) {
+  TrialPlan p = plan("kind = \"interrupt\"\njob = 1\nat = \"10-90ms\"");
+  ASSERT_EQ(p.actions.size(), 2u);
+  std::set<int> ranks;
+  for (const Action& a : p.actions) {
+    EXPECT_EQ(a.fault, "interrupt");
+    EXPECT_EQ(a.signal, SIGINT);
+    EXPECT_EQ(a.job, 1);
+    EXPECT_TRUE(a.tree);
+    EXPECT_FALSE(a.launcher);
+    EXPECT_EQ(a.worker, -1);
+    EXPECT_EQ(a.at_ns, p.actions[0].at_ns);
+    EXPECT_GE(a.at_ns, 10'000'000);
+    EXPECT_LE(a.at_ns, 90'000'000);
+    ranks.insert(a.rank);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+  // job defaults to 0.
+  EXPECT_EQ(plan("kind = \"interrupt\"").actions.at(0).job, 0);
+}
+
+// With a launcher the job's foreground group is the launcher's: its ranks,
+// their loader workers and trackers stay in it. One signal to that group.
+TEST_F(FaultParams, InterruptOfALaunchedJobSignalsTheLaunchersGroupOnce) {
+  constexpr const char* kLaunched = R"(
+[[job]]
+ranks = 2
+dirs = ["/data/a"]
+[job.workload]
+rounds = 2
+[job.launcher]
+kind = "torchrun"
+)";
+  TrialPlan p = plan("kind = \"interrupt\"\nat = \"300ms\"", 0, kLaunched);
+  ASSERT_EQ(p.actions.size(), 1u);
+  const Action& a = p.actions[0];
+  EXPECT_TRUE(a.launcher);
+  EXPECT_TRUE(a.tree);
+  EXPECT_EQ(a.signal, SIGINT);
+  EXPECT_EQ(a.job, 0);
+  EXPECT_EQ(a.rank, -1);
+  EXPECT_EQ(a.at_ns, 300'000'000);
+  EXPECT_EQ(a.detail.value("group", ""), "launcher");
+}
+
+// It aims at a whole job: a rank, a loader worker or a target are refused,
+// as are a job that does not exist and a time that is none.
+TEST_F(FaultParams, InterruptTakesAJobAndATimeOnly) {
+  EXPECT_EQ(validate("kind = \"interrupt\"\nrank = 1"),
+            ":12: unknown key 'rank' in [[fault]] of kind 'interrupt' (known: job, at)");
+  EXPECT_EQ(validate("kind = \"interrupt\"\nworker = 0"),
+            ":12: unknown key 'worker' in [[fault]] of kind 'interrupt' (known: job, at)");
+  EXPECT_EQ(validate("kind = \"interrupt\"\njob = 2"), ":12: 'job' = 2 is out of range [0, 1]");
+  EXPECT_EQ(validate("kind = \"interrupt\"\njob = \"0\""), ":12: 'job' must be an integer in [0, 1], not a string");
+  EXPECT_NE(validate("kind = \"interrupt\"\nat = \"soon\"").find(":12: 'at'"), std::string::npos);
+  EXPECT_EQ(validate("kind = \"interrupt\"\njob = 1\nat = \"1-2s\""), "");
 }
 
 TEST_F(FaultParams, SignalOnEventKillsTheWholeTreeOnlyWhenAskedAndOnlyForKill) {

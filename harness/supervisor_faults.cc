@@ -139,10 +139,16 @@ void Supervisor::act_all(const std::vector<const Action*>& due) {
   for (std::size_t i = 0; i < sent.size(); ++i) {  // before the members die and are reaped
     if (!sent[i].a->tree || !sent[i].d.ok) continue;
     trees[i] = group_members(sent[i].pid);
-    if (sent[i].a->signal != SIGKILL) continue;
-    for (const Json& m : trees[i]) {  // loader workers and launched ranks die of it too
-      if (auto t = tracked_.find(m.get<pid_t>()); t != tracked_.end())
+    const int sig = sent[i].a->signal;
+    if (sig != SIGKILL && sig != SIGTERM && sig != SIGINT) continue;
+    // Every member got the signal from us (a terminal's Ctrl-C reaches the
+    // launched ranks and loader workers directly, not through their parent):
+    // one that dies of it died of the fault.
+    for (const Json& m : trees[i]) {
+      if (auto t = tracked_.find(m.get<pid_t>()); t != tracked_.end()) {
         t->second.killed_by_harness = true;
+        if (sig != SIGKILL) t->second.last_signal = sig;
+      }
     }
   }
   observe(targets, ds);

@@ -25,6 +25,11 @@ const std::vector<FaultRule>& rules() {
       {"sigterm", "", true, false, {}, {"timeout", "broken"}, {},
        "as sigkill (a rank that does not handle SIGTERM dies of it; a launcher SIGTERMs its ranks)"},
       {"signal-on-event", "term", true, false, {}, {"timeout", "broken"}, {}, "as sigterm"},
+      {"interrupt", "", true, false, {"interrupted", "timeout", "broken"}, {"interrupted", "timeout", "broken"}, {},
+       "Ctrl-C: every process of the job's foreground group (ranks, loader workers) gets SIGINT at once, so "
+       "each is the fault's own: an op it cuts off fails interrupted (a DataLoader worker lives to say so), a "
+       "rank dies of it after its exit handlers, and one that sees another go first may time out or see the "
+       "group broken"},
       {"rlimit", "", false, false, {"exhausted"}, {"own", "timeout", "broken"}, {},
        "the rank's fds or address space run out for one step: exhausted, passed on to its peers"},
       {"sigstop", "", false, true, {"timeout"}, {"timeout"}, {},

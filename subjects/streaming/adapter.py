@@ -25,6 +25,7 @@ Standard library only, except that it forms the job's process group with torch.d
 when torch is importable, as a launcher would before the training script builds its dataset.
 """
 
+import contextlib
 import errno
 import json
 import os
@@ -102,6 +103,7 @@ class Worker:
         self.local_rank = env_int('SHMSTRESS_LOCAL_RANK', self.rank)
         self.worker = -1  # >= 0: this process is that DataLoader worker of its rank
         self.next_id = 0
+        self.open_op = None  # the Op whose invoke is written and whose completion is not
 
     def emit(self, type_: str, **fields) -> None:
         event = {'t': mono_ns(), 'type': type_, 'pid': os.getpid(), 'job': self.job, 'rank': self.rank,
@@ -140,6 +142,8 @@ def classify(exc: BaseException) -> dict:
     lowered = text.lower()
     if isinstance(exc, GroupError):
         code = exc.code
+    elif isinstance(exc, KeyboardInterrupt):
+        code = 'interrupted'  # SIGINT (Ctrl-C) cut the op off; only a loader worker lives to say so
     elif 'Reused local directory' in text:
         code = 'in-use'
     elif 'not registered by local leader' in text:
@@ -166,6 +170,23 @@ def classify(exc: BaseException) -> dict:
     return {'code': code, 'message': message, 'errno': err}
 
 
+@contextlib.contextmanager
+def interrupt_deferred():
+    """A Ctrl-C arriving while an op's event is written and its state updated is raised right after,
+    so the op is either not invoked yet or open (Worker.open_op) or completed: never invoked and
+    lost. Main thread only, where every op runs."""
+    got = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if got and callable(old):
+            old(signal.SIGINT, None)
+        elif got and old == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 class Op:
     """invoke now; ok(value) or fail(exception) later."""
 
@@ -177,21 +198,26 @@ class Op:
         # t before the CPU wait at an invoke, after it at a completion: an op is never excused more
         # than the scheduler took from it (docs/worker-protocol.md, cpu_wait_ns).
         t = mono_ns()
-        worker.emit('invoke', op=name, id=self.id, args=args if args is not None else {}, **self._wait(), t=t)
+        with interrupt_deferred():
+            worker.emit('invoke', op=name, id=self.id, args=args if args is not None else {}, **self._wait(), t=t)
+            worker.open_op = self
 
     @staticmethod
     def _wait() -> dict:
         wait = cpu_wait_ns()
         return {'cpu_wait_ns': wait} if wait >= 0 else {}
 
+    def _complete(self, type_: str, **fields) -> None:
+        with interrupt_deferred():
+            if self.worker.open_op is self:
+                self.worker.open_op = None
+            self.worker.emit(type_, op=self.name, id=self.id, **fields, **self._wait(), t=mono_ns())
+
     def ok(self, value: dict = None) -> None:
-        wait = self._wait()
-        self.worker.emit('ok', op=self.name, id=self.id, value=value if value is not None else {}, **wait,
-                         t=mono_ns())
+        self._complete('ok', value=value if value is not None else {})
 
     def fail(self, exc: BaseException, **extra) -> None:
-        wait = self._wait()
-        self.worker.emit('fail', op=self.name, id=self.id, error=classify(exc), **extra, **wait, t=mono_ns())
+        self._complete('fail', error=classify(exc), **extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -792,6 +818,16 @@ class LoaderDataset:
         w = Worker(EventLog.from_env())
         w.worker = info.id if info is not None else 0
         w.announce('loader')
+        try:
+            yield from self._rounds(w, info)
+        except KeyboardInterrupt as exc:
+            # Ctrl-C reaches the loader workers too; torch's worker loop swallows KeyboardInterrupt and
+            # the worker exits 0, so the op it cut off is reported here (`interrupted`).
+            if w.open_op is not None:
+                w.open_op.fail(exc)
+            raise
+
+    def _rounds(self, w: 'Worker', info):
         subject = Subject()
         rng = random.Random(env_int('SHMSTRESS_SEED', 1) ^ (0x9e3779b97f4a7c15 * (w.worker + 1)))
         world = subject.World.detect()
@@ -866,9 +902,13 @@ def run(argv) -> int:
     if len(argv) != 2 or argv[1] != 'worker':
         sys.stderr.write('usage: adapter.py worker   (started by shmstress with the trial environment)\n')
         return EXIT_BAD_ENV
-    # The protocol lets SIGTERM/SIGINT simply kill us: no exit handlers, like a killed trainer.
+    # SIGTERM simply kills us, as it kills a trainer: no exit handlers. SIGINT is a terminal's
+    # Ctrl-C (the `interrupt` fault): Python's own KeyboardInterrupt, raised wherever the rank is,
+    # unwinds past every `except Exception` here, then the interpreter runs the package's atexit
+    # handlers and dies of SIGINT, as a trainer does at a terminal (also when a parent left SIGINT
+    # ignored: a trainer at a terminal never has it ignored).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     log = EventLog.from_env()
     if not log.ok():

@@ -182,6 +182,10 @@ run exhaustion-cleaning
 has exhaustion-cleaning "e.get('type')=='fail' and e.get('op')=='clean' and e['error']['code']=='exhausted'" "a cleanup out of fds beside a live job"
 run containers-pid-twin-lock
 has containers-pid-twin-lock "trial:any(x.get('type')=='exit' and x.get('signal')==9 and any(o['pid']==x['pid'] and o['job']!=x['job'] for o in ops(ev)) for x in ev)" "a process killed while its pid twin in another container ran"
+# Ctrl-C (interrupt): SIGINT to every rank's group at one instant; both ranks
+# die of it (the signal the harness sent: no crash), and the restart completes.
+run interrupt-restart
+has interrupt-restart "trial:all(any(x.get('type')=='exit' and x.get('job')==0 and x.get('rank')==r and x.get('worker') is None and x.get('signal')==2 and x.get('by_harness') and any(f.get('type')=='fault' and f.get('kind')=='interrupt' and f.get('rank')==r and f['t']<x['t'] for f in ev) for x in ev) for r in (0, 1)) and sum(e.get('type')=='ok' and e.get('op')=='release' and e.get('job')==1 for e in ev)==2" "both ranks dead of the Ctrl-C's SIGINT, the restart released"
 TRIALS=1 run launcher-restart
 has launcher-restart "trial:len({s['pid'] for s in ev if s.get('type')=='start' and s.get('role')=='rank' and s.get('job')==0 and s.get('rank')==0})>=2" "a rank run again by its torchrun agent"
 TRIALS=1 run launcher-sigterm

@@ -66,6 +66,11 @@ def events(d):
     return out
 
 
+def says(path, text):
+    with open(path, encoding='utf-8', errors='replace') as f:
+        return text in f.read()
+
+
 def derived(d, evs):
     st = set()
     plan = json.load(open(os.path.join(d, 'schedule.json')))
@@ -111,6 +116,20 @@ def derived(d, evs):
         m = re.search(r"\d{6}_(\w+)'", err.get('message', '')) if err.get('code') == 'file-exists' else None
         if m:
             st.add(f'file-exists-{m.group(1)}')
+    # Ctrl-C (the `interrupt` fault): the job's barrier rounds were completing before it, and a rank
+    # it hit died of SIGINT after Python raised KeyboardInterrupt (its traceback in the rank's log,
+    # or in the launcher's per-rank logs): the adapter left SIGINT to Python, so exit handlers ran.
+    interrupts = [e for e in evs if e.get('type') == 'fault' and e.get('kind') == 'interrupt']
+    for f in interrupts:
+        if any(e.get('op') == 'barrier' and e.get('type') == 'ok' and e.get('job') == f.get('job') and e['t'] < f['t']
+               for e in done.values()):
+            st.add('rounds-before-interrupt')
+        died = any(x.get('job') == f.get('job') and x.get('rank', -1) >= 0 and 'worker' not in x and
+                   x.get('signal') == 2 and x.get('by_harness') and x['t'] > f['t'] for x in exits)
+        logs = glob.glob(os.path.join(d, f"job{f.get('job')}-rank*", 'stderr.log')) + \
+            glob.glob(os.path.join(d, f"job{f.get('job')}-launcher", 'logs', '*', 'attempt_*', '*', 'stderr.log'))
+        if died and any(says(x, 'KeyboardInterrupt') for x in logs):
+            st.add('keyboard-interrupt')
     for e in evs:
         if e.get('type') == 'audit':
             if e.get('leftover_locks'):
