@@ -13,8 +13,8 @@ environment. It drives Streaming's public API only:
 - ``streaming.base.distributed.barrier()`` (the job's ``dist.barrier()``)
 
 in the order ``StreamingDataset`` does, inside a per-job torch.distributed gloo process group when
-torch is importable, and writes the same events as the native worker (``harness/worker.cc``). See
-docs/streaming.md.
+torch is importable (or one that hangs on a dead peer as NCCL's does: SHMSTRESS_PROCESS_GROUP=nccl-like),
+and writes the same events as the native worker (``harness/worker.cc``). See docs/streaming.md.
 
 Exit codes: 0 every op succeeded, 1 an op failed (a ``fail`` event says which), 2 bad environment
 (no event log, unparsable SHMSTRESS_OPS/SHMSTRESS_DIRS, bad argv), 3 the subject is not available

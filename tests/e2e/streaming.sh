@@ -56,7 +56,9 @@ for f in "${files[@]}"; do
   [[ $rc -eq $want_rc ]] || { tail -20 "$SCRATCH/$n.log"; echo "$details"; fail "$n: exit $rc against the stand-in ($group), expected $want_rc ($want)"; }
   (( wrong == 0 )) || { echo "$details"; fail "$n: a trial broke an invariant by another path than the one named ($want)"; }
   (( hit > 0 )) || { echo "$details"; fail "$n: no trial of $trials reproduced the named failure with its evidence ($want)"; }
-  echo "streaming/$n: reproduced in $hit of $trials trials ($group) in ${ms} ms [$want]"
+  label=$group
+  grep -q '^subject *= *"streaming-nccl"' "$f" && label="nccl-like over $group"
+  echo "streaming/$n: reproduced in $hit of $trials trials ($label) in ${ms} ms [$want]"
   # A scenario of the NCCL-like group (subject streaming-nccl) has its control in the same file run
   # under gloo (--subject streaming), same seed: no trial may show its failure, none may hang.
   if grep -q '^subject *= *"streaming-nccl"' "$f"; then
