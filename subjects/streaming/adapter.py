@@ -577,7 +577,7 @@ class Group:
                     raise
             end = start + timeout_ms / 1000.0
             while time.monotonic() < end:
-                time.sleep(end - time.monotonic())
+                time.sleep(max(end - time.monotonic(), 0.0))
             # The transport's own words stay out of the message: they would read as "broken".
             raise RuntimeError(f'[nccl-like] barrier: Timed out after {timeout_ms} ms: a peer of the job\'s group '
                                f'is gone, and NCCL, unlike gloo, does not notice; its collective waits for the '
