@@ -13,8 +13,8 @@ environment. It drives Streaming's public API only:
 - ``streaming.base.distributed.barrier()`` (the job's ``dist.barrier()``)
 
 in the order ``StreamingDataset`` does, inside a per-job torch.distributed gloo process group when
-torch is importable, and writes the same events as the native worker (``harness/worker.cc``). See
-docs/streaming.md.
+torch is importable (or one that hangs on a dead peer as NCCL's does: SHMSTRESS_PROCESS_GROUP=nccl-like),
+and writes the same events as the native worker (``harness/worker.cc``). See docs/streaming.md.
 
 Exit codes: 0 every op succeeded, 1 an op failed (a ``fail`` event says which), 2 bad environment
 (no event log, unparsable SHMSTRESS_OPS/SHMSTRESS_DIRS, bad argv), 3 the subject is not available
@@ -46,8 +46,13 @@ from shmstress_protocol import (EXIT_BAD_ENV, EXIT_BUG, EXIT_FAILED, EXIT_OK, EX
 
 REMOTE_SCHEME = 'shmstress-remote://'  # any non-None remote: Streaming only checks "is not None"
 
-# The job's process group: SHMSTRESS_PROCESS_GROUP = auto (default) | gloo | emulated | none.
+# The job's process group: SHMSTRESS_PROCESS_GROUP = auto (default) | gloo | emulated | nccl-like | none.
 GROUP_ENV = 'SHMSTRESS_PROCESS_GROUP'
+GROUP_MODES = ('auto', 'gloo', 'emulated', 'nccl-like', 'none')
+# nccl-like: how long a collective waits for a peer that is gone. torch 1.13's NCCL default
+# (default_pg_timeout, 30 min): longer than any trial, so the trial's own timeout ends the hang.
+NCCL_TIMEOUT_ENV = 'SHMSTRESS_NCCL_TIMEOUT_MS'
+NCCL_DEFAULT_TIMEOUT_MS = 30 * 60 * 1000
 PORT_BASE, PORT_SPAN, PORT_ATTEMPTS = 10000, 22000, 16  # below Linux's ephemeral range (32768-60999)
 # The epoch's segments: StreamingDataset._share_work creates them when an epoch begins (after every
 # dataset of the script was constructed), with auto_cleanup=False.
@@ -126,6 +131,13 @@ class GroupError(Exception):
         self.code = code
 
 
+def peer_gone(text: str) -> bool:
+    """Is this a process-group error saying a peer is gone (gloo's closed TCP pair, the emulated
+    group's "Connection closed by peer")?"""
+    lowered = text.lower()
+    return 'connection closed' in lowered or 'connection reset' in lowered or 'broken pipe' in lowered
+
+
 def classify(exc: BaseException) -> dict:
     """A Python exception as a protocol error ``{code, message, errno}``.
 
@@ -160,8 +172,7 @@ def classify(exc: BaseException) -> dict:
         code = 'not-found'
     elif isinstance(exc, OSError) and err in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM):
         code = 'exhausted'
-    elif isinstance(exc, RuntimeError) and ('connection closed' in lowered or 'connection reset' in lowered or
-                                            'broken pipe' in lowered):
+    elif isinstance(exc, RuntimeError) and peer_gone(text):
         code = 'broken'  # gloo: a peer of the job's process group is gone
     elif isinstance(exc, RuntimeError) and 'timed out' in lowered:
         code = 'timeout'  # gloo: the group's timeout (the acquire deadline)
@@ -479,6 +490,10 @@ class Group:
       The group's timeout is the acquire deadline.
     - ``emulated``: the stand-in's own group (``streaming.base.distributed.init_emulated_group``),
       for machines without torch: its barrier fails as gloo's does when a peer is gone.
+    - ``nccl-like``: a group that, like NCCL, has no peer-death detection: a collective whose peer
+      is gone does not fail at once as gloo's does, it waits until the group's timeout
+      (``SHMSTRESS_NCCL_TIMEOUT_MS``, default torch 1.13's NCCL 30 min) and then fails ``timeout``
+      (what NCCL_BLOCKING_WAIT=1 reports; without it NCCL just hangs). See ``_hold_peer_errors``.
     - ``none``: world size 1, or neither is available (documented limit).
 
     Every rank forms it when it starts, before its start jitter. Forming it can fail (a peer dead
@@ -492,18 +507,24 @@ class Group:
         self.rank = env_int('SHMSTRESS_RANK', env_int('RANK', 0))
         self.world = env_int('SHMSTRESS_WORLD_SIZE', env_int('WORLD_SIZE', 1))
         self.timeout_ms = max(env_int('SHMSTRESS_ACQUIRE_TIMEOUT_MS', 30000), 1)
+        # How long a collective waits for its peers: the acquire deadline, except under nccl-like.
+        self.collective_ms = self.timeout_ms
+        self.transport = None  # nccl-like only: 'gloo' or 'emulated', what carries its collectives
         self.job_key = os.environ.get('SHMSTRESS_JOB_KEY', 'job')
         self.formed = False
         self.error = None
         self.port = None
+        self.bad = False
         wanted = os.environ.get(GROUP_ENV, '') or 'auto'
         if os.environ.get('SHMSTRESS_STANDIN_PROCESS_GROUP') == 'file' and wanted == 'auto':
             wanted = 'emulated'  # the earlier name of the same switch
         if role == 'cleanup' or self.world <= 1:
             self.mode, self.reason = 'none', 'a single process: no process group needed'
-        elif wanted not in ('auto', 'gloo', 'emulated', 'none'):
-            self.mode, self.reason = 'none', f'{GROUP_ENV}={wanted!r} is not auto, gloo, emulated or none'
+        elif wanted not in GROUP_MODES:
+            self.mode, self.reason = 'none', f'{GROUP_ENV}={wanted!r} is not one of {", ".join(GROUP_MODES)}'
             self.bad = True
+        elif wanted == 'nccl-like':
+            self._choose_nccl_like(subject)
         elif wanted == 'none':
             self.mode, self.reason = 'none', f'{GROUP_ENV}=none: ranks run without a process group'
         elif wanted in ('auto', 'gloo') and self._torch() is not None:
@@ -524,7 +545,87 @@ class Group:
             self.mode = 'none'
             self.reason = (f'{GROUP_ENV}={wanted}: neither torch.distributed nor an emulated group is available; '
                            f'ranks run without a process group')
-        self.bad = getattr(self, 'bad', False)
+
+    def _choose_nccl_like(self, subject) -> None:
+        """nccl-like: its timeout (checked here, at the boundary) and what carries its collectives.
+
+        There is no NCCL without GPUs, so the group is built from one that runs here and the one thing
+        NCCL does not do is taken away: noticing that a peer is gone. gloo (else, for the stand-in
+        without torch, the emulated group) carries the rendezvous and the collectives, with the NCCL
+        timeout as its own, so a peer that is alive but late is waited for as NCCL waits; a peer
+        whose process is gone makes gloo fail at once ("Connection closed by peer"), and that error
+        is held back until the collective's timeout has run (``_hold_peer_errors``). This rather
+        than the emulated group without its death check because the real package calls
+        ``torch.distributed.barrier()`` itself and knows no emulated group: built on gloo, the mode
+        runs against the real code as well as the stand-in."""
+        text = os.environ.get(NCCL_TIMEOUT_ENV, '')
+        deadline = max(self.timeout_ms, env_int('SHMSTRESS_BARRIER_TIMEOUT_MS', 0))
+        try:
+            ms = int(text) if text != '' else NCCL_DEFAULT_TIMEOUT_MS
+        except ValueError:
+            ms = -1
+        if ms < 2 * deadline:
+            self.mode, self.bad = 'none', True
+            self.reason = (f'{NCCL_TIMEOUT_ENV}={text!r} must be a number of ms at least twice the op deadline '
+                           f'({deadline} ms, the longer of SHMSTRESS_ACQUIRE_TIMEOUT_MS and '
+                           f'SHMSTRESS_BARRIER_TIMEOUT_MS): a collective that gives up within the deadline is '
+                           f'what gloo does, not a hang')
+            return
+        self.collective_ms = ms
+        if self._torch() is not None:
+            self.transport = 'gloo'
+        elif subject.emulated_group is not None:
+            self.transport = 'emulated'
+        else:
+            self.mode, self.bad = 'none', True
+            self.reason = (f'{GROUP_ENV}=nccl-like: torch.distributed (gloo) is not importable and this subject '
+                           f'has no emulated group (only the stand-in has one)')
+            return
+        self.mode = 'nccl-like'
+        self.reason = (f'nccl-like: {self.transport} carries the collectives, but a dead peer is not noticed: a '
+                       f'collective waits {ms} ms ({NCCL_TIMEOUT_ENV}; NCCL\'s default is 1800000) and then '
+                       f'fails timeout; rendezvous timeout {self.timeout_ms} ms (the acquire deadline)')
+
+    def _hold_peer_errors(self, collective):
+        """``collective`` as NCCL runs it: a peer that is gone makes it wait out its timeout.
+
+        gloo's closed pair is a fact the transport learnt, not a wait: once it has failed, the
+        collective can never complete (the peer's process is gone), which is the state a NCCL
+        collective sits in until its watchdog's timeout. So the survivor waits from the collective's
+        start until that timeout — no wake-up can end it early, as none ends NCCL's — and then fails
+        as NCCL_BLOCKING_WAIT=1 makes NCCL fail: a timeout. Any other error passes through."""
+        timeout_ms = self.collective_ms
+
+        def held(*args, **kwargs):
+            start = time.monotonic()
+            try:
+                return collective(*args, **kwargs)
+            except RuntimeError as exc:
+                if not peer_gone(str(exc)):
+                    raise
+            end = start + timeout_ms / 1000.0
+            while time.monotonic() < end:
+                time.sleep(max(end - time.monotonic(), 0.0))
+            # The transport's own words stay out of the message: they would read as "broken".
+            raise RuntimeError(f'[nccl-like] barrier: Timed out after {timeout_ms} ms: a peer of the job\'s group '
+                               f'is gone, and NCCL, unlike gloo, does not notice; its collective waits for the '
+                               f'timeout (Timeout(ms)={timeout_ms})')
+
+        held.__wrapped__ = collective
+        return held
+
+    def _install_nccl_like(self) -> None:
+        """Every dist.barrier() the job makes, Streaming's and ours, goes through _hold_peer_errors:
+        the real package calls ``torch.distributed.barrier`` (looked up at each call), the stand-in
+        ``streaming.base.distributed.barrier``, which reaches the former when torch's group is up."""
+        if self.transport == 'gloo':
+            dist = self._torch()
+            held = self._hold_peer_errors(dist.barrier)
+            for module in (dist, sys.modules.get('torch.distributed.distributed_c10d')):
+                if module is not None and getattr(module, 'barrier', None) is held.__wrapped__:
+                    module.barrier = held
+        else:
+            self.subject.distributed.barrier = self._hold_peer_errors(self.subject.distributed.barrier)
 
     @staticmethod
     def _torch():
@@ -549,13 +650,16 @@ class Group:
         where = trial_dir()
         if not where or not os.path.isdir(where):
             raise GroupError('io', f'no trial directory to meet in (SHMSTRESS_EVENTS={os.environ.get("SHMSTRESS_EVENTS")!r})')
-        if self.mode == 'emulated':
+        if self.mode == 'emulated' or self.transport == 'emulated':
             try:
-                self.subject.emulated_group(where, self.job_key, self.rank, self.world, self.timeout_ms / 1000.0)
+                self.subject.emulated_group(where, self.job_key, self.rank, self.world, self.timeout_ms / 1000.0,
+                                            barrier_timeout_s=self.collective_ms / 1000.0)
             except RuntimeError as exc:
                 raise _rendezvous_error('emulated process group', exc) from exc
         else:
             self._form_gloo(where)
+        if self.mode == 'nccl-like':
+            self._install_nccl_like()
         self.formed = True
 
     def _form_gloo(self, where: str) -> None:
@@ -563,6 +667,7 @@ class Group:
         dist = self._torch()
         os.environ.setdefault('GLOO_SOCKET_IFNAME', 'lo')  # gloo's own pair sockets stay on loopback
         timeout = datetime.timedelta(milliseconds=self.timeout_ms)
+        collective_timeout = datetime.timedelta(milliseconds=self.collective_ms)
         deadline = time.monotonic() + self.timeout_ms / 1000.0
         port_file = os.path.join(where, f'pg.{self.job_key}.port')
         key = f'{where}/{self.job_key}'
@@ -573,7 +678,7 @@ class Group:
                 port = candidate_port(key, attempt)
                 try:
                     store = dist.TCPStore('127.0.0.1', port, self.world, True, timeout, wait_for_workers=False)
-                except RuntimeError as exc:
+                except (RuntimeError, TimeoutError) as exc:  # c10d raises TimeoutError for a deadline < 1 s
                     if 'Address already in use' in str(exc) or 'errno: 98' in str(exc):
                         tried.append(port)
                         continue
@@ -601,12 +706,32 @@ class Group:
             left = datetime.timedelta(seconds=max(deadline - time.monotonic(), 0.05))
             try:
                 store = dist.TCPStore('127.0.0.1', port, self.world, False, left)
-            except RuntimeError as exc:
+            except (RuntimeError, TimeoutError) as exc:
                 raise _rendezvous_error(f'TCPStore client of 127.0.0.1:{port}', exc) from exc
+        if self.collective_ms != self.timeout_ms:
+            # init_process_group waits for every rank with the collectives' timeout (NCCL's, under
+            # nccl-like): meet first within the acquire deadline, so a rank that never joins fails the
+            # rank's first op, as under gloo, instead of stalling before the start gate.
+            self._meet_on_store(store, port, deadline)
         try:
-            dist.init_process_group('gloo', store=store, rank=self.rank, world_size=self.world, timeout=timeout)
+            dist.init_process_group('gloo', store=store, rank=self.rank, world_size=self.world,
+                                    timeout=collective_timeout)
         except RuntimeError as exc:
             raise _rendezvous_error(f'init_process_group (gloo, port {port})', exc) from exc
+
+    def _meet_on_store(self, store, port: int, deadline: float) -> None:
+        """Every rank of the job counted on the job's TCPStore before `deadline`, else GroupError."""
+        key = 'shmstress/joined'
+        try:
+            joined = store.add(key, 1)
+            while joined < self.world:
+                if time.monotonic() >= deadline:
+                    raise GroupError('timeout', f'only {joined} of {self.world} ranks joined the job\'s group on '
+                                                f'127.0.0.1:{port} within {self.timeout_ms} ms')
+                time.sleep(0.005)
+                joined = store.add(key, 0)
+        except (RuntimeError, TimeoutError) as exc:
+            raise _rendezvous_error(f'rendezvous on 127.0.0.1:{port}', exc) from exc
 
     def barrier(self) -> None:
         """The job's dist.barrier(), through the package's own helper."""

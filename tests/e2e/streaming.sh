@@ -15,7 +15,9 @@
 #
 # With torch importable (scripts/setup installs python3-torch) each multi-rank
 # job forms a real torch.distributed gloo group; without it the stand-in's
-# emulated group, which fails like gloo on a dead peer.
+# emulated group, which fails like gloo on a dead peer. A scenario that names
+# subject streaming-nccl runs in the NCCL-like group (a dead peer is not
+# noticed) and is run once more under gloo as its control.
 #
 # Budget: ~3 min on 2 cores (reproducing scenarios stop at their first
 # violation; the three hang scenarios cost their 12 s timeout). The per-subject
@@ -54,7 +56,21 @@ for f in "${files[@]}"; do
   [[ $rc -eq $want_rc ]] || { tail -20 "$SCRATCH/$n.log"; echo "$details"; fail "$n: exit $rc against the stand-in ($group), expected $want_rc ($want)"; }
   (( wrong == 0 )) || { echo "$details"; fail "$n: a trial broke an invariant by another path than the one named ($want)"; }
   (( hit > 0 )) || { echo "$details"; fail "$n: no trial of $trials reproduced the named failure with its evidence ($want)"; }
-  echo "streaming/$n: reproduced in $hit of $trials trials ($group) in ${ms} ms [$want]"
+  label=$group
+  grep -q '^subject *= *"streaming-nccl"' "$f" && label="nccl-like over $group"
+  echo "streaming/$n: reproduced in $hit of $trials trials ($label) in ${ms} ms [$want]"
+  # A scenario of the NCCL-like group (subject streaming-nccl) has its control in the same file run
+  # under gloo (--subject streaming), same seed: no trial may show its failure, none may hang.
+  if grep -q '^subject *= *"streaming-nccl"' "$f"; then
+    set +e
+    "$S" run "$f" --subject streaming --seed 5 --keep-passing --max-kept 0 --out "$SCRATCH/$n.gloo" >"$SCRATCH/$n.gloo.log" 2>&1
+    set -e
+    "$PY" "$EVIDENCE" "$f" "$SCRATCH/$n.gloo" >"$SCRATCH/$n.gloo.judged"
+    read -r _ ghit _ gtrials gtimeouts < "$SCRATCH/$n.gloo.judged"
+    (( gtrials > 0 )) || { tail -20 "$SCRATCH/$n.gloo.log"; fail "$n under gloo (--subject streaming): no trial ran"; }
+    (( ghit == 0 && gtimeouts == 0 )) || { tail -n +2 "$SCRATCH/$n.gloo.judged"; fail "$n under gloo (--subject streaming): $ghit of $gtrials trials showed its NCCL-like failure, $gtimeouts timed out: the hang is not the group's"; }
+    echo "streaming/$n: not under gloo (--subject streaming, $gtrials trials, none timed out)"
+  fi
 done
 echo "stand-in: all of scenarios/streaming in $(( ($(date +%s%N) - total_start) / 1000000 )) ms"
 unset SHMSTRESS_PROCESS_GROUP

@@ -95,6 +95,17 @@ def derived(d, evs):
                 and key not in done and i.get('rank') != k.get('rank')]
         if timed_out and hung and oks and max(oks) >= k['t'] - 100_000_000:
             st.add('barrier-hang-after-death')
+    # An acquire still open at the trial timeout in a job another rank of which had failed its own
+    # acquire and exited before: the survivor sits in get_shm_prefix's dist.barrier() waiting for a
+    # peer that is gone (a group without peer-death detection, as NCCL's: #824).
+    for key, i in invokes.items():
+        if not timed_out or key in done or i.get('op') != 'acquire':
+            continue
+        failed = {e.get('pid') for e in done.values()
+                  if e.get('type') == 'fail' and e.get('op') == 'acquire' and e.get('job') == i.get('job')
+                  and e.get('rank') != i.get('rank')}
+        if any(x.get('pid') in failed and not x.get('teardown') for x in exits):
+            st.add('acquire-hang-after-peer-failed')
     holds = []
     for e in done.values():
         if e.get('op') == 'acquire' and e.get('type') == 'ok':

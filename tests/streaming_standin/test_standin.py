@@ -670,6 +670,98 @@ class AdapterTest(Case):
         self.assertIn('gloo', err)
         self.assertIn('not importable', err)
 
+    def no_torch(self):
+        """A PYTHONPATH whose torch cannot be imported, ahead of Debian's."""
+        fake = os.path.join(self.tmp, 'notorch')
+        if not os.path.isdir(fake):
+            os.makedirs(os.path.join(fake, 'torch'))
+            with open(os.path.join(fake, 'torch', '__init__.py'), 'w', encoding='ascii') as f:
+                f.write('raise ImportError("no torch here")\n')
+        return fake
+
+    def test_an_unknown_process_group_exits_2_naming_the_modes(self):
+        env = self.env(rank=0, world_size=2, local_world_size=2, SHMSTRESS_PROCESS_GROUP='nccl')
+        rc, err = self.finish(self.start(env))
+        self.assertEqual(rc, 2, err)
+        self.assertIn("SHMSTRESS_PROCESS_GROUP='nccl' is not one of auto, gloo, emulated, nccl-like, none", err)
+
+    def test_nccl_like_timeout_not_twice_the_deadline_exits_2(self):
+        # acquire deadline 5000 ms, barrier 3000 ms: the collective must wait at least 10000 ms.
+        for value in ('9999', 'soon', '-1'):
+            env = self.env(rank=0, world_size=2, local_world_size=2, SHMSTRESS_PROCESS_GROUP='nccl-like',
+                           SHMSTRESS_NCCL_TIMEOUT_MS=value)
+            rc, err = self.finish(self.start(env))
+            self.assertEqual(rc, 2, err)
+            self.assertIn(f"SHMSTRESS_NCCL_TIMEOUT_MS='{value}' must be a number of ms at least twice the op "
+                          f"deadline (5000 ms", err)
+
+    def test_nccl_like_without_torch_or_emulated_group_exits_2(self):
+        # The stand-in without its emulated group, as the real package is: nothing to build it on.
+        pkg = os.path.join(self.tmp, 'pkg')
+        shutil.copytree(os.path.join(HERE, 'streaming'), os.path.join(pkg, 'streaming'))
+        with open(os.path.join(pkg, 'streaming', 'base', 'distributed.py'), 'a', encoding='ascii') as f:
+            f.write('\ndel init_emulated_group\n')
+        env = self.env(rank=0, world_size=2, local_world_size=2, PYTHONPATH=self.no_torch(),
+                       SHMSTRESS_STREAMING_PATH=pkg, SHMSTRESS_PROCESS_GROUP='nccl-like')
+        rc, err = self.finish(self.start(env))
+        self.assertEqual(rc, 2, err)
+        self.assertIn('nccl-like: torch.distributed (gloo) is not importable and this subject has no emulated '
+                      'group', err)
+
+    def check_nccl_like_holds_a_dead_peer_until_its_timeout(self, transport, **extra):
+        # Rank 1 fails at once (duplicate local dirs) and exits. Under gloo or emulated rank 0's
+        # dist.barrier() inside get_shm_prefix fails "broken" at once (the test above); under
+        # nccl-like it waits the whole NCCL timeout, then fails "timeout".
+        dup = [{'path': '/d', 'remote': True}, {'path': '/d', 'remote': True}]
+        # At least twice the deadline; the deadline is the group's rendezvous time, which two
+        # interpreters importing torch on a loaded machine need whole seconds of.
+        nccl_ms = 6000
+        (rc0, err0), (rc1, err1) = self.two_rank_job(
+            {'acquire': True}, 'nccl-like', rank_dirs={1: dup}, SHMSTRESS_ACQUIRE_TIMEOUT_MS='3000',
+            SHMSTRESS_BARRIER_TIMEOUT_MS='1000', SHMSTRESS_NCCL_TIMEOUT_MS=str(nccl_ms), **extra)
+        self.assertEqual((rc0, rc1), (1, 1), err0 + err1)
+        events = self.events()
+        subject = [e for e in events if e['type'] == 'subject']
+        self.assertEqual({e['distributed'] for e in subject}, {'nccl-like'})
+        self.assertTrue(all(f'{transport} carries the collectives' in e['reason'] for e in subject), subject)
+        self.check_pairs(events)
+        invokes = {(e['pid'], e['id']): e for e in events if e['type'] == 'invoke'}
+        fails = sorted((e for e in events if e['type'] == 'fail'), key=lambda e: e['error']['code'])
+        self.assertEqual([(e['op'], e['error']['code']) for e in fails], [('acquire', 'in-use'), ('acquire', 'timeout')])
+        held = fails[1]
+        took_ms = (held['t'] - invokes[(held['pid'], held['id'])]['t']) / 1e6
+        self.assertGreaterEqual(took_ms, nccl_ms)
+        self.assertLess(took_ms, nccl_ms + 5000)
+        self.assertIn('[nccl-like] barrier: Timed out after 6000 ms', held['error']['message'])
+
+    @unittest.skipUnless(HAVE_TORCH, 'torch.distributed not importable (scripts/setup installs python3-torch)')
+    def test_a_peer_that_is_gone_hangs_the_nccl_like_barrier_until_its_timeout_on_gloo(self):
+        self.check_nccl_like_holds_a_dead_peer_until_its_timeout('gloo')
+
+    def test_a_peer_that_is_gone_hangs_the_nccl_like_barrier_until_its_timeout_on_emulated(self):
+        self.check_nccl_like_holds_a_dead_peer_until_its_timeout('emulated', PYTHONPATH=self.no_torch())
+
+    @unittest.skipUnless(HAVE_TORCH, 'torch.distributed not importable (scripts/setup installs python3-torch)')
+    def test_two_ranks_with_the_nccl_like_group(self):
+        self.check_two_ranks_pass_in_streaming_order('nccl-like')
+
+    def test_a_rank_that_never_joins_the_nccl_like_group_fails_within_the_acquire_deadline(self):
+        # Rank 0 alone: the rendezvous keeps the acquire deadline (on gloo, rank 0 opened the store
+        # and nobody came); only collectives wait NCCL's 30 minutes.
+        for extra, said in (({}, 'only 1 of 2 ranks joined'), ({'PYTHONPATH': self.no_torch()}, 'Timed out')):
+            if not extra and not HAVE_TORCH:
+                continue
+            if os.path.exists(self.events_path):
+                os.unlink(self.events_path)
+            env = self.env(rank=0, world_size=2, local_world_size=2, ops={'acquire': True},
+                           SHMSTRESS_PROCESS_GROUP='nccl-like', SHMSTRESS_ACQUIRE_TIMEOUT_MS='1000',
+                           SHMSTRESS_BARRIER_TIMEOUT_MS='1000', **extra)
+            rc, err = self.finish(self.start(env), timeout=30)
+            self.assertEqual(rc, 1, err)
+            done = self.check_pairs(self.events())
+            self.assertEqual([(op, kind, e['code']) for op, kind, _, e in done], [('acquire', 'fail', 'timeout')])
+            self.assertIn(said, done[0][3]['message'])
+
     def test_ops_carry_the_main_threads_cpu_wait_read_inside_the_op(self):
         rc, err = self.finish(self.start(self.env(ops={'acquire': True})))
         self.assertEqual(rc, 0, err)

@@ -71,11 +71,13 @@ def _start_time(pid: int) -> Optional[int]:
 class EmulatedGroup:
     """One job's ranks meeting on files under ``where``; see the module docstring."""
 
-    def __init__(self, where: str, job_key: str, rank: int, world_size: int, timeout_s: float) -> None:
+    def __init__(self, where: str, job_key: str, rank: int, world_size: int, timeout_s: float,
+                 barrier_timeout_s: Optional[float] = None) -> None:
         self.stem = os.path.join(where, f'pg.{job_key}.')
         self.rank = rank
         self.world_size = world_size
         self.timeout_s = timeout_s
+        self.barrier_timeout_s = timeout_s if barrier_timeout_s is None else barrier_timeout_s
         self.calls = 0
         self.members = {}
 
@@ -99,8 +101,8 @@ class EmulatedGroup:
         m = self._member(r)
         return m is not None and _start_time(m[0]) != m[1]
 
-    def _wait(self, what: str, present) -> None:
-        deadline = time.monotonic() + self.timeout_s
+    def _wait(self, what: str, present, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         while True:
             missing = [r for r in range(self.world_size) if not present(r)]
             if not missing:
@@ -111,7 +113,7 @@ class EmulatedGroup:
                 raise RuntimeError(f'[emulated gloo] {what}: Connection closed by peer (rank {dead[0]}, pid {pid} '
                                    f'is gone)')
             if time.monotonic() >= deadline:
-                raise RuntimeError(f'[emulated gloo] {what}: Timed out waiting {int(self.timeout_s * 1000)}ms for '
+                raise RuntimeError(f'[emulated gloo] {what}: Timed out waiting {int(timeout_s * 1000)}ms for '
                                    f'rank(s) {missing}')
             time.sleep(TICK)
 
@@ -119,22 +121,24 @@ class EmulatedGroup:
         """Like init_process_group: every rank registers, then waits for all of them."""
         me = os.getpid()
         self._write(f'{self.stem}member.{self.rank}', f'{me} {_start_time(me)}')
-        self._wait('init', lambda r: os.path.exists(f'{self.stem}member.{r}'))
+        self._wait('init', lambda r: os.path.exists(f'{self.stem}member.{r}'), self.timeout_s)
 
     def barrier(self) -> None:
         self.calls += 1
         n = self.calls
         self._write(f'{self.stem}{n}.{self.rank}', '')
-        self._wait(f'barrier #{n}', lambda r: os.path.exists(f'{self.stem}{n}.{r}'))
+        self._wait(f'barrier #{n}', lambda r: os.path.exists(f'{self.stem}{n}.{r}'), self.barrier_timeout_s)
 
 
 _emulated: Optional[EmulatedGroup] = None
 
 
-def init_emulated_group(where: str, job_key: str, rank: int, world_size: int, timeout_s: float) -> None:
-    """Stand-in only: form the emulated process group (blocks until every rank joined)."""
+def init_emulated_group(where: str, job_key: str, rank: int, world_size: int, timeout_s: float,
+                        barrier_timeout_s: Optional[float] = None) -> None:
+    """Stand-in only: form the emulated process group (blocks until every rank joined, at most
+    `timeout_s`); its barriers wait `barrier_timeout_s` for a live peer (default: `timeout_s`)."""
     global _emulated  # pylint: disable=global-statement
-    group = EmulatedGroup(where, job_key, rank, world_size, timeout_s)
+    group = EmulatedGroup(where, job_key, rank, world_size, timeout_s, barrier_timeout_s)
     group.join()
     _emulated = group
 
