@@ -213,6 +213,12 @@ class Judging(unittest.TestCase):
         r = mutation.judge(4, {"elapsed_s": 20.0, "missing_reached": ["a", "b"]})
         self.assertEqual((r[0], r[4]), ("survived", "2 expected state(s) not reached"))
 
+    def test_a_survivor_names_the_expected_states_it_lost_against_the_control(self):
+        r = mutation.judge(4, {"elapsed_s": 20.0, "missing_reached": ["a: x", "b: y"]}, control_missing=["b: y"])
+        self.assertEqual((r[0], r[4]), ("survived", "2 expected state(s) not reached; lost against the control: a: x"))
+        r = mutation.judge(4, {"elapsed_s": 20.0, "missing_reached": ["b: y"]}, control_missing=["b: y"])
+        self.assertEqual(r[4], "1 expected state(s) not reached")
+
     def test_unknown_verdicts_without_a_violation_are_inconclusive(self):
         r = mutation.judge(4, {"elapsed_s": 20.0, "unknown": [{"invariant": "barrier.liveness"}]})
         self.assertEqual((r[0], r[4]), ("inconclusive", "unknown: barrier.liveness"))
