@@ -288,18 +288,6 @@ TEST_F(FaultParams, CrashPointCycleMeetsEveryPointWithEveryRank) {
             ":12: 'target' = \"cycle\" chooses the rank: give no 'job' or 'rank'");
 }
 
-TEST_F(FaultParams, CrashPointStarVisitsEveryWindowPointInTurn) {
-  const auto windows = window_points();
-  std::set<std::string> seen;
-  for (int trial = 0; trial < static_cast<int>(windows.size()); ++trial) {
-    TrialPlan p = plan("kind = \"crash-point\"\njob = 0\npoint = \"*\"", trial);
-    for (const auto& w : p.workers) {
-      if (w.env.contains("SHMSTRESS_FIU_ENABLE")) seen.insert(w.env.at("SHMSTRESS_FIU_ENABLE"));
-    }
-  }
-  EXPECT_EQ(seen, std::set<std::string>(windows.begin(), windows.end()));
-}
-
 TEST_F(FaultParams, PauseAtPointThenKillEndsTheFirstStopInADeathThere) {
   TrialPlan p = plan("kind = \"pause-at-point\"\npoint = \"crash/registry/after-claim\"\ntarget = \"first\"\n"
                      "hold = \"0ms\"\nthen = \"kill\"");

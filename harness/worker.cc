@@ -267,9 +267,17 @@ bool run_clean(Ctx& c, const shmcoord::Namespace& ns) {
 // environment, so a rank it started finds its own under its LOCAL_RANK in
 // SHMSTRESS_RANK_ENV; a rank the agent restarts is a new process that never
 // met the fault, so the fault knobs apply to the first incarnation only.
-constexpr const char* kFaultKnobs[] = {"SHMCOORD_CRASH_AT",         "SHMCOORD_PAUSE_AT",         "SHMSTRESS_FIU_ENABLE",
-                                       "SHMSTRESS_START_DELAY_MS",  "SHMSTRESS_ATTACH_DELAY_MS", "SHMSTRESS_LIMIT_AT",
-                                       "SHMSTRESS_BARRIER_PROCS",   "SHMSTRESS_BARRIER_SUFFIX"};
+// The failpoint triggers among them aim at this one process (a child is not
+// it: see the pthread_atfork handler in run() and start_loaders).
+constexpr const char* kTriggerKnobs[] = {"SHMCOORD_CRASH_AT", "SHMCOORD_PAUSE_AT", "SHMSTRESS_FIU_ENABLE"};
+constexpr const char* kOtherFaultKnobs[] = {"SHMSTRESS_START_DELAY_MS", "SHMSTRESS_ATTACH_DELAY_MS",
+                                            "SHMSTRESS_LIMIT_AT", "SHMSTRESS_BARRIER_PROCS",
+                                            "SHMSTRESS_BARRIER_SUFFIX"};
+
+template <std::size_t N>
+bool listed(const char* const (&names)[N], std::string_view key) {
+  return std::find(std::begin(names), std::end(names), key) != std::end(names);
+}
 
 bool apply_rank_env() {
   const std::string map = env_or("SHMSTRESS_RANK_ENV");
@@ -280,7 +288,7 @@ bool apply_rank_env() {
   const bool restarted = env_int("TORCHELASTIC_RESTART_COUNT", 0) > 0;
   for (const auto& [k, v] : m[lr].items()) {
     if (!v.is_string()) continue;
-    if (restarted && std::find(std::begin(kFaultKnobs), std::end(kFaultKnobs), k) != std::end(kFaultKnobs)) continue;
+    if (restarted && (listed(kTriggerKnobs, k) || listed(kOtherFaultKnobs, k))) continue;
     ::setenv(k.c_str(), v.get<std::string>().c_str(), 1);
   }
   return true;
@@ -505,13 +513,13 @@ std::vector<pid_t> start_loaders(Ctx& c, const Plan& p, int prefix, std::uint64_
       if (pid > 0) pids.push_back(pid);
       continue;
     }
-    // A spawned loader worker is not the process a fault aimed at either:
-    // it starts without the rank's fault knobs.
+    // A spawned loader worker is not the process a failpoint trigger aimed
+    // at either: it starts without them (the rank's other settings, its
+    // barrier's name and size, it shares).
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       const std::string_view kv(*e);
-      const std::string_view key = kv.substr(0, kv.find('='));
-      if (std::find(std::begin(kFaultKnobs), std::end(kFaultKnobs), key) == std::end(kFaultKnobs)) env.emplace_back(kv);
+      if (!listed(kTriggerKnobs, kv.substr(0, kv.find('=')))) env.emplace_back(kv);
     }
     env.push_back("SHMSTRESS_ROLE=loader");
     env.push_back("SHMSTRESS_LOADER_WORKER=" + std::to_string(i));

@@ -2,8 +2,7 @@
 // (docs/failpoints.md) or, with `enumerate = N`, at the k-th failpoint it
 // passes where k = trial index mod N + 1, so N trials visit every crash window
 // on that rank's path in turn. `point` may be a list: trial i uses the
-// (i mod length)-th, so a scenario visits each named window in turn; "*" is
-// the list of every window point.
+// (i mod length)-th, so a scenario visits each named window in turn.
 // Params: point, job, rank, enumerate, target ("cycle": each pass over the
 // points takes the next rank of the trial, so every rank meets every point).
 #include "injector.h"
@@ -20,7 +19,6 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   int enumerate = 0;
   if (has_point) {
     if (auto e = param_strings(f, "point", {}, &points)) return e;
-    if (points.size() == 1 && points[0] == "*") points = window_points();  // every window, in turn
     for (const auto& point : points) {
       if (auto e = check_failpoint("point", point)) return e;
     }
