@@ -86,6 +86,7 @@ struct TrialRunFlags {
   std::optional<std::string> subject;     // schedule.json's "subject", else --subject, else scenario.toml's
   bool no_mount_ns = false;               // --no-mount-ns
   bool allow_shared_shm = false;          // --allow-shared-shm
+  bool no_sometimes = false;              // --no-sometimes
 };
 
 // Makes *o run `spec` (native, a name under subjects/, exec:CMD) as `run

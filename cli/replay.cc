@@ -132,6 +132,8 @@ int replay(const ReplayArgs& a, const char* argv0) {
     o.invocation = argv0;
     if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + shell_word(worker_bin);
     if (no_mount_ns) o.reproduce_flags += " --no-mount-ns";
+    o.sometimes = !original.no_sometimes;
+    if (original.no_sometimes) o.reproduce_flags += " --no-sometimes";
     std::string why;
     if (!subject.empty()) (void)use_subject(subject, search_from, &o, &why);
     o.allow_shared_shm = original.allow_shared_shm;

@@ -47,7 +47,7 @@ std::optional<std::pair<int, int>> parse_shard(const std::string& text) {
 struct RunArgs {
   harness::RunOptions ro;
   std::string duration, shard, worker_bin, junit_file, metrics_file, baseline;
-  bool allow_shared_shm = false, no_mount_ns = false, verbose = false;
+  bool allow_shared_shm = false, no_mount_ns = false, verbose = false, no_sometimes = false;
   reports::LiveOptions live;
 };
 
@@ -82,6 +82,8 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   ro.invocation = argv0;
   if (!a.worker_bin.empty()) ro.reproduce_flags = " --worker-bin " + shell_word(a.worker_bin);
   if (a.no_mount_ns) ro.reproduce_flags += " --no-mount-ns";
+  ro.sometimes = !a.no_sometimes;
+  if (a.no_sometimes) ro.reproduce_flags += " --no-sometimes";
   if (subject_given) {
     std::string why;
     if (!use_subject(ro.subject, ro.files, &ro, &why)) {
@@ -259,6 +261,9 @@ Subcommand add_run(CLI::App& app) {
                   "known failures: a baseline file (`shmstress baseline`) or a run's summary.json; "
                   "their buckets are reported as known and only a new bucket fails the run")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-sometimes", a->no_sometimes,
+                "add no sometimes-on pauses (a rank or two stopping a few ms at a random failpoint in some "
+                "trials of every native scenario; docs/scenarios.md)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
   cmd->add_option("--junit", a->junit_file, "also write JUnit XML here (docs/reports.md)");

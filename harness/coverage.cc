@@ -31,7 +31,10 @@ void add_window_states(const History& h, std::set<std::string>* reached) {
     neighbours(h, e.job, e.pid, e.t, e.t + kCrashWindowNs, e.crash_point, "crash", reached);
   }
   for (const Fault& f : h.faults) {
-    if (f.kind != "pause-at-point" || !f.detail.is_object() || f.end_t <= f.start_t) continue;
+    // A sometimes-on pause is a pause at a point like any other: a neighbour
+    // acting inside it reached the window.
+    if ((f.kind != "pause-at-point" && f.kind != "sometimes") || !f.detail.is_object() || f.end_t <= f.start_t)
+      continue;
     auto it = f.detail.find("point");
     if (it == f.detail.end() || !it->is_string()) continue;
     neighbours(h, f.job, f.pid, f.start_t, f.end_t, it->get<std::string>(), "pause", reached);

@@ -16,6 +16,7 @@
 #include "injector.h"
 #include "run.h"
 #include "scenario.h"
+#include "shmcoord/failpoint.h"
 
 namespace harness {
 namespace {
@@ -60,7 +61,11 @@ class FaultParams : public ::testing::Test {
     EXPECT_TRUE(load_and_validate({file}, &out, &err)) << err;
     TrialPlan p = base_plan(out.at(0), 1, trial);
     Rng rng(p.seed);
-    for (const auto& f : out[0].faults) EXPECT_EQ(find_injector(f.kind)->plan(f, out[0], rng, p), std::nullopt);
+    // As run() plans them: `sometimes` after every other fault.
+    for (const auto& f : out[0].faults)
+      if (f.kind != "sometimes") EXPECT_EQ(find_injector(f.kind)->plan(f, out[0], rng, p), std::nullopt);
+    for (const auto& f : out[0].faults)
+      if (f.kind == "sometimes") EXPECT_EQ(find_injector(f.kind)->plan(f, out[0], rng, p), std::nullopt);
     return p;
   }
 
@@ -300,6 +305,61 @@ TEST_F(FaultParams, PauseAtPointThenKillEndsTheFirstStopInADeathThere) {
                 .workers.at(0).on_stop->then,
             "continue");
   EXPECT_NE(validate("kind = \"pause-at-point\"\npoint = \"crash/registry/after-claim\"\nthen = \"replace\""), "");
+}
+
+TEST_F(FaultParams, SometimesArmsOnlyRanksNoOtherFaultStopsAndDrawsFromTheTrialSeed) {
+  // Listed first, as a user may: the run still plans it after every other fault.
+  const std::string fault =
+      "kind = \"sometimes\"\nprobability = 1.0\nprocesses = 3\n"
+      "[[fault]]\nkind = \"pause-at-point\"\npoint = \"crash/registry/after-claim\"\njob = 0\nrank = 0";
+  EXPECT_EQ(validate(fault), "");
+  int most = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    TrialPlan p = plan(fault, trial);
+    int armed = 0;
+    for (const auto& w : p.workers) {
+      ASSERT_TRUE(w.job != 0 || w.rank != 0 || (w.on_stop && w.on_stop->fault == "pause-at-point"));
+      if (!w.on_stop || w.on_stop->fault != "sometimes") continue;
+      ++armed;
+      EXPECT_EQ(w.on_stop->then, "continue");
+      const std::string at = w.env.at("SHMCOORD_PAUSE_AT");
+      const std::string point = at.substr(0, at.rfind(':'));
+      EXPECT_TRUE(shmcoord::failpoint::known(point)) << at;
+      EXPECT_EQ(w.on_stop->detail.value("point", ""), point);
+      EXPECT_GE(w.on_stop->hold_ns, 1'000'000);
+      EXPECT_LE(w.on_stop->hold_ns, 20'000'000);
+    }
+    EXPECT_GE(armed, 1);  // probability 1, three ranks free of other stops
+    most = std::max(most, armed);
+    // The same trial plans the same pauses: a replay stops where the run did.
+    TrialPlan again = plan(fault, trial);
+    for (std::size_t i = 0; i < p.workers.size(); ++i) EXPECT_EQ(p.workers[i].env, again.workers[i].env);
+  }
+  EXPECT_EQ(most, 3);
+}
+
+TEST_F(FaultParams, SometimesAimsAtTheNativeSubjectOnly) {
+  const std::string file = (dir_ / "n.toml").string();
+  std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\nkind = \"sometimes\"\nprobability = 1.0\n";
+  std::vector<Scenario> out;
+  std::string err;
+  ASSERT_TRUE(load_and_validate({file}, &out, &err)) << err;
+  TrialPlan p = base_plan(out.at(0), 1, 0);
+  p.subject = "streaming";
+  Rng rng(p.seed);
+  EXPECT_EQ(find_injector("sometimes")->plan(out[0].faults.at(0), out[0], rng, p), std::nullopt);
+  for (const auto& w : p.workers) {
+    EXPECT_FALSE(w.on_stop.has_value());
+    EXPECT_FALSE(w.env.contains("SHMCOORD_PAUSE_AT"));
+  }
+}
+
+TEST_F(FaultParams, SometimesRefusesAProbabilityOutsideZeroToOneAndUnknownKeys) {
+  EXPECT_NE(validate("kind = \"sometimes\"\nprobability = 0.0").find(":12: 'probability'"), std::string::npos);
+  EXPECT_NE(validate("kind = \"sometimes\"\nprobability = 1.5").find(":12: 'probability'"), std::string::npos);
+  EXPECT_NE(validate("kind = \"sometimes\"\npoint = \"crash/registry/after-claim\"").find("point"),
+            std::string::npos);
+  EXPECT_EQ(validate("kind = \"sometimes\"\nhold = \"5-10ms\"\nprocesses = 1"), "");
 }
 
 TEST_F(FaultParams, ContainersPutEachListedJobInItsOwn) {

@@ -51,6 +51,10 @@ struct RunOptions {
   int shard_index = 0, shard_count = 1;  // --shard i/n
   bool allow_mount_ns = true;
   std::string exe;                  // the worker binary: this one, or --worker-bin
+  // Adds the `sometimes` fault (injectors/sometimes.cc: a few ms of pause at
+  // a random failpoint in some trials, from the trial's seed) to every
+  // native scenario that does not opt out or list it itself.
+  bool sometimes = true;
   bool stop_on_violation = false;   // stop starting trials after the first new violation (with
                                     // expect_violation: the first that meets the expectation)
   // Known failures (baseline.h): their buckets are reported as known and do

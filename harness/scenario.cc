@@ -52,7 +52,7 @@ constexpr Ms kMaxDeadline = std::chrono::minutes(5);
 const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
     "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines", "every",
-    "job",    "fault",       "subject"};
+    "job",    "fault",       "subject",       "sometimes"};
 const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start", "cleanup"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload", "loader", "launcher",
@@ -269,6 +269,8 @@ class Parser {
         ok = get_duration(*node, "timeout", kMinTimeout, kMaxTimeout, &out->trial_timeout);
       } else if (k == "final_cleanup") {
         ok = get_bool(*node, "final_cleanup", &out->final_cleanup);
+      } else if (k == "sometimes") {
+        ok = get_bool(*node, "sometimes", &out->sometimes);
       } else if (k == "subject") {
         ok = get_string(*node, "subject", &out->subject, /*allow_empty=*/false);
         out->subject_line = key_line(*key, *node);

@@ -144,6 +144,9 @@ struct Scenario {
   Ms cleanup{0};
   Ms trial_timeout{20000};    // the harness kills everything after this: a hang
   bool final_cleanup = true;  // harness runs clean_stale after the workers end
+  // The run's sometimes-on pauses (injectors/sometimes.cc) may be added to its
+  // trials; false for a scenario whose premise a stray pause would spoil.
+  bool sometimes = true;
   // The subject this scenario is written for: "native", a named subject
   // (subjects/<name>/subject.toml) or "exec:CMD". Empty: whatever --subject says.
   // An explicit --subject on the command line wins.

@@ -146,6 +146,7 @@ TEST(ScenarioParse, OmittedKeysTakeDefaultsAndNameIsFileStem) {
   EXPECT_EQ(sc.acquire_deadline, milliseconds(5000));
   EXPECT_EQ(sc.barrier_deadline, milliseconds(3000));
   EXPECT_TRUE(sc.final_cleanup);
+  EXPECT_TRUE(sc.sometimes);  // the run's sometimes-on pauses are on unless a scenario says otherwise
   ASSERT_EQ(sc.jobs.size(), 1u);
   EXPECT_EQ(sc.jobs[0].line, 1);
   EXPECT_TRUE(sc.jobs[0].workload.acquire);
@@ -291,6 +292,13 @@ TEST(ScenarioParse, CleanBetweenMustBeABoolean) {
   auto err = parse_error("[[job]]\n[job.workload]\ndatasets = 2\nclean_between = \"yes\"\n");
   EXPECT_EQ(err.line, 4);
   EXPECT_NE(err.message.find("'clean_between' must be true or false, got a string"), std::string::npos) << err.message;
+}
+
+TEST(ScenarioParse, SometimesOptsAScenarioOutOfTheRunsPausesAndMustBeABoolean) {
+  EXPECT_FALSE(parse_ok("sometimes = false\n[[job]]\nranks = 2\n").sometimes);
+  auto err = parse_error("sometimes = \"no\"\n[[job]]\n");
+  EXPECT_EQ(err.line, 1);
+  EXPECT_NE(err.message.find("'sometimes' must be true or false, got a string"), std::string::npos) << err.message;
 }
 
 TEST(ScenarioParse, WrongTypesReportTheValueLine) {

@@ -61,6 +61,13 @@ std::vector<std::pair<std::string, Reduction>> reductions(toml::table& t) {
   std::vector<std::pair<std::string, Reduction>> out;
   int nfaults = faults_of(t) ? static_cast<int>(faults_of(t)->size()) : 0;
   int njobs = jobs_of(t) ? static_cast<int>(jobs_of(t)->size()) : 0;
+  // The run's sometimes-on pauses are faults the file does not list: a
+  // failure that needs none of them reproduces without them.
+  out.push_back({"no sometimes-on pauses", [](toml::table& x) {
+                   if (auto v = x["sometimes"].value<bool>(); v && !*v) return false;
+                   x.insert_or_assign("sometimes", false);
+                   return true;
+                 }});
   for (int f = nfaults - 1; f >= 0; --f) {
     out.push_back({"drop fault " + std::to_string(f), [f](toml::table& x) {
                      faults_of(x)->erase(faults_of(x)->begin() + f);

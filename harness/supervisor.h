@@ -20,6 +20,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +42,12 @@ struct SupervisorConfig {
   std::string trial_dir;  // exists; history.jsonl and rank-*/ go here
   bool allow_mount_ns = true;
   std::string fallback_root;  // shm root when no mount namespace: unique per trial
+  // How long an op of each kind may stay open, not counting what its process
+  // waited for a CPU, before the checkers call it a hang however the trial
+  // goes on (its deadline + grace + a margin): with it the supervisor ends a
+  // trial that can only hang then, not at its timeout (supervisor_hang.cc).
+  // Empty: every trial runs to its end or its timeout.
+  std::map<std::string, std::int64_t> hang_after_ns;
 };
 
 // Forks the supervisor; returns its pid (-1 on fork failure). The child never returns.

@@ -119,6 +119,7 @@ void Supervisor::act_all(const std::vector<const Action*>& due) {
     if (pid <= 0) continue;       // the target already exited: nothing happened, nothing to log
     if (!running(pid)) continue;  // exited by itself, not yet reaped
     const bool ends = a.signal == SIGKILL || a.signal == SIGTERM || a.signal == SIGINT;
+    if (a.signal == SIGSTOP) ever_stopped_ = true;
     if (auto t = tracked_.find(pid); t != tracked_.end()) {
       if (ends) t->second.killed_by_harness = true, t->second.last_signal = a.signal;
     } else {
@@ -193,7 +194,7 @@ int Supervisor::first_round_after(pid_t self_pid, int job, int rank) {
 // A worker stopped itself at its failpoint (WorkerPlan::OnStop).
 void Supervisor::self_stopped(pid_t pid, Worker& w) {
   const std::int64_t seen = mono_ns();
-  w.self_stop_seen = true;
+  w.self_stop_seen = ever_stopped_ = true;
   const WorkerPlan::OnStop& os = *w.plan->on_stop;
   if (os.first_of_trial && first_stop_taken_) {  // another worker was first: not the fault
     ::kill(pid, SIGCONT);

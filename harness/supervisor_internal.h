@@ -253,6 +253,29 @@ struct Teardown {
   std::vector<Member> members;
 };
 
+// The ops each process of the trial has open, read from the history as it
+// grows (its own fd and offset, so it never disturbs the trigger follower),
+// for the early end of a trial that can only hang (supervisor_hang.cc).
+// Lives in the supervisor alone; reads the history, writes nothing.
+class OpenOps {
+ public:
+  struct Open {
+    std::string op;
+    std::int64_t invoke_t = 0;
+    std::int64_t cpu_wait_ns = -1;  // the process's at the invoke (-1: not reported)
+  };
+  ~OpenOps();
+  // Reads what was appended since the last call (opens the file the first time).
+  void update(const std::string& history);
+  // By the pid the process logs (its own), then the op's id.
+  const std::map<int, std::map<std::int64_t, Open>>& open() const { return open_; }
+
+ private:
+  int fd_ = -1;
+  std::string buf_;
+  std::map<int, std::map<std::int64_t, Open>> open_;
+};
+
 class Supervisor {
  public:
   Supervisor(const TrialPlan& p, const SupervisorConfig& c, bool pid_ns)
@@ -333,6 +356,11 @@ class Supervisor {
   void drop_history_watch();
   void run_timers();
   void main_loop();
+
+  // supervisor_hang.cc: ends a trial that can only hang, at the moment every
+  // live worker's open op is past SupervisorConfig::hang_after_ns, not at the
+  // trial timeout. "" or why it hangs.
+  std::string hangs(std::int64_t now, bool nothing_planned_left);
 
   // supervisor_faults.cc: delivering faults (signals and their observed
   // effect, pauses, reused pids, ghosts, seeded state, held locks).
@@ -417,6 +445,9 @@ class Supervisor {
   std::int64_t start_ = 0;
   std::int64_t prev_look_wait_ = -1;  // our cpu_wait_ns() when the previous reap() began
   bool timed_out_ = false;
+  OpenOps open_ops_;
+  std::int64_t next_hang_look_ = 0;
+  bool ever_stopped_ = false;  // a worker of the trial was stopped (by us or at its own point)
   bool healing_ = false;
   bool first_stop_taken_ = false;  // a first_of_trial OnStop has fired  // the trial is over:
                                    // pauses end in SIGCONT, nothing new starts

@@ -450,6 +450,13 @@ void Supervisor::main_loop() {
     while (gate_open_ && next < timed.size() && gate_t_ + timed[next]->at_ns <= now)
       due.push_back(timed[next++]);
     if (!due.empty()) act_all(due);
+    bool nothing_left = gate_open_ && next >= timed.size() && timers_.empty();
+    for (const auto& t : triggers) nothing_left = nothing_left && t.done;
+    if (std::string why = hangs(now, nothing_left); !why.empty()) {
+      timed_out_ = true;  // as at the timeout: what is open is judged a hang
+      log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}, {"hung", why}});
+      return;
+    }
     if (now >= deadline) {
       timed_out_ = true;
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});
@@ -459,6 +466,7 @@ void Supervisor::main_loop() {
     if (!gate_open_) wake = std::min(wake, gate_deadline);
     if (gate_open_ && next < timed.size()) wake = std::min(wake, gate_t_ + timed[next]->at_ns);
     for (const auto& t : timers_) wake = std::min(wake, t.at);
+    if (nothing_left && !cfg_.hang_after_ns.empty()) wake = std::min(wake, std::max(next_hang_look_, now + 1'000'000));
     for (const auto& t : triggers) {
       if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
     }

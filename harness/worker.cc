@@ -274,6 +274,10 @@ constexpr const char* kOtherFaultKnobs[] = {"SHMSTRESS_START_DELAY_MS", "SHMSTRE
                                             "SHMSTRESS_LIMIT_AT", "SHMSTRESS_BARRIER_PROCS",
                                             "SHMSTRESS_BARRIER_SUFFIX"};
 
+// What a spawned loader worker is told about itself (start_loaders).
+constexpr const char* kLoaderIdentity[] = {"SHMSTRESS_ROLE", "SHMSTRESS_LOADER_WORKER", "SHMSTRESS_LOADER_PREFIX",
+                                           "SHMSTRESS_LOADER_CLAIM"};
+
 template <std::size_t N>
 bool listed(const char* const (&names)[N], std::string_view key) {
   return std::find(std::begin(names), std::end(names), key) != std::end(names);
@@ -519,7 +523,11 @@ std::vector<pid_t> start_loaders(Ctx& c, const Plan& p, int prefix, std::uint64_
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       const std::string_view kv(*e);
-      if (!listed(kTriggerKnobs, kv.substr(0, kv.find('=')))) env.emplace_back(kv);
+      const std::string_view key = kv.substr(0, kv.find('='));
+      // Its own identity below replaces the rank's: getenv() takes the first
+      // of two, so an inherited SHMSTRESS_ROLE=rank would make it a rank.
+      if (listed(kTriggerKnobs, key) || listed(kLoaderIdentity, key)) continue;
+      env.emplace_back(kv);
     }
     env.push_back("SHMSTRESS_ROLE=loader");
     env.push_back("SHMSTRESS_LOADER_WORKER=" + std::to_string(i));

@@ -59,6 +59,8 @@ const std::vector<FaultRule>& rules() {
        "job's live barrier of that name (mismatch); its peers fail with it"},
       {"pause-at-point", "", false, true, {"timeout"}, {"timeout"}, {},
        "a rank stopped at a failpoint is alive: as sigstop (the pauses stay below the deadlines)"},
+      {"sometimes", "", false, true, {"timeout"}, {"timeout"}, {},
+       "a rank paused a few ms at a random failpoint (the run's sometimes-on pauses): as pause-at-point"},
       {"replacement", "", true, true, {"timeout"}, {"timeout", "broken"}, {},
        "a rank stopped having arrived, then killed with its tree: as a stop, then as sigkill"},
       {"reused-pid", "", true, true, {"timeout"}, {"timeout", "broken"}, {},

@@ -1,0 +1,101 @@
+// The early end of a trial that can only hang.
+//
+// A hung trial used to run to its timeout (15-20 s in most scenarios) before
+// anyone knew. But once every live worker of the trial has an op open past
+// the point where the checkers call it a hang whatever happens next - its
+// deadline + grace, not counting what its process waited for a CPU, plus a
+// margin - and the supervisor has nothing left to do (no action, trigger or
+// timer pending, so no fault still to deliver or window still to close),
+// nothing can change the verdict: the trial ends there, as at its timeout,
+// and the checkers judge the open ops exactly as they would have then.
+//
+// Deliberately narrow, so it never ends a trial that could still come out
+// otherwise: native subject only (the run sets hang_after_ns only for it), no
+// launcher, no container (their processes are not our children, or see
+// other pids), no process of the trial we did not start still alive (a
+// loader worker, a launched rank), and no worker ever stopped in the trial
+// (a stop is not counted against an op's deadline, and we do not sum stops
+// here: such a trial runs to its timeout as before).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "supervisor_internal.h"
+
+namespace harness::supervision {
+
+OpenOps::~OpenOps() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OpenOps::update(const std::string& history) {
+  if (fd_ < 0) fd_ = ::open(history.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) return;
+  char chunk[65536];
+  ssize_t n;
+  while ((n = ::read(fd_, chunk, sizeof chunk)) > 0) buf_.append(chunk, static_cast<std::size_t>(n));
+  std::size_t from = 0, nl;
+  while ((nl = buf_.find('\n', from)) != std::string::npos) {
+    std::string_view line(buf_.data() + from, nl - from);
+    from = nl + 1;
+    // Only invokes and completions matter; skip the rest unparsed.
+    if (line.find("\"invoke\"") == std::string_view::npos && line.find("\"ok\"") == std::string_view::npos &&
+        line.find("\"fail\"") == std::string_view::npos && line.find("\"info\"") == std::string_view::npos)
+      continue;
+    auto e = Json::parse(line, nullptr, false);
+    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer()) continue;
+    const std::string type = str_of(e, "type");
+    const int pid = int_of(e, "pid", -1);
+    const std::int64_t id = e["id"].get<std::int64_t>();
+    if (type == "invoke") {
+      Open o{str_of(e, "op"), e.contains("t") && e["t"].is_number_integer() ? e["t"].get<std::int64_t>() : 0,
+             e.contains("cpu_wait_ns") && e["cpu_wait_ns"].is_number_integer() ? e["cpu_wait_ns"].get<std::int64_t>()
+                                                                                 : -1};
+      open_[pid][id] = std::move(o);
+    } else if (type == "ok" || type == "fail" || type == "info") {
+      // A result split over continuation lines completes the op at its first.
+      if (auto it = open_.find(pid); it != open_.end()) it->second.erase(id);
+    }
+  }
+  buf_.erase(0, from);
+}
+
+std::string Supervisor::hangs(std::int64_t now, bool nothing_planned_left) {
+  if (cfg_.hang_after_ns.empty() || !nothing_planned_left || ever_stopped_ || !plan_.launchers.empty()) return "";
+  for (const auto& w : plan_.workers) {
+    if (w.container >= 0) return "";
+  }
+  for (const auto& [pid, t] : tracked_) {
+    if (t.alive) return "";
+  }
+  if (now < next_hang_look_) return "";
+  next_hang_look_ = now + 250'000'000;  // a look costs a read and a parse of what is new
+  open_ops_.update(trial_dir_ + "/history.jsonl");
+  std::string why;
+  int live = 0;
+  for (const auto& [pid, w] : workers_) {
+    if (!w.alive || w.plan == nullptr) continue;
+    ++live;
+    auto it = open_ops_.open().find(w.self_pid);
+    if (it == open_ops_.open().end() || it->second.empty()) return "";  // between ops: it may go on
+    const std::int64_t wait_now = cpu_wait_ns_of(pid);
+    bool overdue = false;
+    for (const auto& [id, o] : it->second) {
+      auto bound = cfg_.hang_after_ns.find(o.op);
+      if (bound == cfg_.hang_after_ns.end() || o.cpu_wait_ns < 0 || wait_now < 0) continue;
+      const std::int64_t open_for = now - o.invoke_t - std::max<std::int64_t>(0, wait_now - o.cpu_wait_ns);
+      if (open_for <= bound->second) continue;
+      overdue = true;
+      if (why.empty())
+        why = fmt::format("job {} rank {} (pid {}): {} open {} ms, past {} ms", w.job, w.rank, w.self_pid, o.op,
+                          open_for / 1'000'000, bound->second / 1'000'000);
+      break;
+    }
+    if (!overdue) return "";
+  }
+  if (live == 0) return "";
+  return fmt::format("every live worker ({}) has an op open past its deadline + grace + margin, e.g. {}", live, why);
+}
+
+}  // namespace harness::supervision
