@@ -1169,7 +1169,7 @@ def run(argv) -> int:
             all_ok = False
             barrier = None
         else:
-            op.ok()
+            op.ok(barrier_identity(barrier))
         k = 0
         while barrier is not None and all_ok and k < rounds:
             sleep_range(rng, ops.get('round_jitter_ms'))
@@ -1248,6 +1248,34 @@ def make_segments(me: Rank, ds: Dataset, root: str, kinds: list, stop: bool) -> 
             ds.created.append((name, st.st_dev, st.st_ino))
             op.ok({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
     return all_ok
+
+
+def barrier_identity(barrier) -> dict:
+    """What barrier_attach reports: whether this process's constructor *created* the segment (its
+    create-or-attach won), its lock file, and the segment's (dev, ino), as the package's SharedMemory
+    holds them. The creator's resource tracker unlinks the name if the creator dies alone (F6); ranks
+    of one barrier with different lock files have no mutual exclusion (F21): evidence names both.
+    Read from the stand-in's ``created`` or the real package's ``created_shms``; {} if neither."""
+    shm = getattr(getattr(barrier, '_arr', None), 'shm', None)
+    if shm is None:
+        return {}
+    if isinstance(getattr(shm, 'created', None), bool):
+        created = shm.created
+    elif isinstance(getattr(shm, 'created_shms', None), list):
+        created = bool(shm.created_shms)
+    else:
+        return {}
+    value = {'created': created}
+    lock = getattr(barrier, 'filelock_path', None)  # its mutual exclusion: a lock file in gettempdir() (F21)
+    if isinstance(lock, str):
+        value['lock'] = lock
+    fd = getattr(getattr(shm, 'shm', None), '_fd', -1)  # CPython's SharedMemory under both
+    try:
+        st = os.fstat(fd)
+    except (OSError, TypeError):
+        return value
+    value.update({'dev': st.st_dev, 'ino': st.st_ino})
+    return value
 
 
 def release_locals(shm) -> None:

@@ -479,6 +479,10 @@ class AdapterTest(Case):
         acquire = done[0][2]
         self.assertEqual(acquire, {'prefix': 0, 'present': [f'/{self.root}000000_locals']})
         self.assertEqual(done[1][2]['name'], f'/{self.root}000000_shard_states')
+        attach = done[2][2]
+        self.assertEqual((attach['created'], attach['lock']),
+                         (True, os.path.join(self.tmp, f'{self.root}000000_barrier_filelock')))
+        self.assertIsInstance(attach['ino'], int)
         self.assertEqual([d[2] for d in done[3:5]], [{'round': 0}, {'round': 1}])
         invokes = [e for e in events if e['type'] == 'invoke']
         self.assertEqual([e['args'] for e in invokes if e['op'] == 'barrier'], [{'round': 0}, {'round': 1}])
@@ -555,6 +559,12 @@ class AdapterTest(Case):
         done = self.check_pairs(events)
         self.assertEqual({v['prefix'] for op, _, v, _ in done if op == 'acquire'}, {0})
         self.assertEqual(sum(1 for op, kind, _, _ in done if op == 'barrier' and kind == 'ok'), 6)
+        # Both constructors create-or-attach one segment through one lock file; exactly one created it
+        # (the one whose tracker would unlink it, F6), both name the same lock (F21's evidence reads it).
+        attached = [v for op, _, v, _ in done if op == 'barrier_attach']
+        self.assertEqual(sorted(v['created'] for v in attached), [False, True])
+        self.assertEqual(len({(v['dev'], v['ino'], v['lock']) for v in attached}), 1)
+        self.assertTrue(attached[0]['lock'].endswith(f'/{self.root}000000_barrier_filelock'), attached[0])
 
     def test_two_ranks_with_the_emulated_process_group(self):
         self.check_two_ranks_pass_in_streaming_order('emulated')
