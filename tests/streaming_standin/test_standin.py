@@ -919,6 +919,33 @@ class ProbeTest(Case):
         self.assertTrue(self.exists(0, 'locals'))
         self.assertFalse(self.exists(0, 'barrier'))
 
+    @unittest.skipUnless(os.geteuid() == 0, 'needs root to run the cleanup as another uid')
+    def test_a_users_cleanup_stops_at_another_users_prefix_and_never_reaches_its_own_leaks(self):
+        # F13's non-root half, with a real EACCES: root's 0600 segment holds prefix 0, uid 65534's own
+        # dead job leaked prefix 1. 65534's clean_stale_shared_memory() may not open prefix 0, so
+        # nothing "leaked" there and it stops: its own leak at prefix 1 stays. Root (modes ignored)
+        # removes both, the other user's included (foreign-segment.toml).
+        self.leak(0, 'locals')
+        self.leak(1, 'locals')
+        os.chown(os.path.join(SHM, f'{self.root}000001_locals'), 65534, 65534)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                clean_stale_shared_memory()
+                code = 0
+            finally:
+                os._exit(code)  # pylint: disable=protected-access
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertTrue(self.exists(0, 'locals'))
+        self.assertTrue(self.exists(1, 'locals'))
+        self.assertEqual(shm_names(self.root), [f'{self.root}000000_locals', f'{self.root}000001_locals'])
+        clean_stale_shared_memory()
+        self.assertEqual(shm_names(self.root), [])
+
 
 class EventLinesTest(unittest.TestCase):
     """Nothing is dropped to fit PIPE_BUF: long results are split over continuation lines
