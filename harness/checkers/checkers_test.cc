@@ -1104,6 +1104,8 @@ TEST(CleanupSafety, AnotherUsersEntryIsJudgedByTheCleanersUid) {
   auto trial = [](int job, const std::string& removed) {
     return Trial()
         .Fault("unprivileged", 0, 0, 0, 0, {{"uid", 65534}})
+        // The audit's listing of what 65534's workers left aims at nobody: root stays root.
+        .Fault("unprivileged", -1, -1, 19, 19, {{"uid", 65534}, {"foreign", true}, {"names", {"/shm.x"}}})
         .Fault("stale-segment", -1, -1, 1, 1, {{"foreign", true}, {"uid", 65534}, {"name", "/shm.000001_locals"}})
         .Fault("stale-segment", -1, -1, 1, 1, {{"foreign", true}, {"uid", 1000}, {"name", "/shm.000000_locals"}})
         .Clean(job, 0, 6, 7, {removed})

@@ -315,6 +315,7 @@ std::map<std::string, int> foreign_owners(const History& h) {
 
 int worker_uid(const History& h, int job, int rank, int pid) {
   for (const Fault& f : h.faults) {
+    // aims_at: never the audit's listing of what such workers left (job -1, aimed at nobody).
     if (f.kind != "unprivileged" || !aims_at(f, job, rank, pid) || !f.detail.is_object()) continue;
     auto uid = f.detail.find("uid");
     if (uid != f.detail.end() && uid->is_number_integer()) return uid->get<int>();
