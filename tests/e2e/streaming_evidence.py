@@ -154,6 +154,13 @@ def derived(d, evs):
             locks.setdefault((e.get('job'), v.get('dev'), v['ino']), set()).add(v['lock'])
     if any(len(x) > 1 for x in locks.values()):
         st.add('barrier-lock-split')
+    # F20: one barrier segment (dev, ino) attached by processes of two jobs: a spawned loader worker bound
+    # by name after its job's prefix was reused joined the other job's barrier.
+    jobs_of = {}
+    for (job, dev, ino) in locks:
+        jobs_of.setdefault((dev, ino), set()).add(job)
+    if any(len(x) > 1 for x in jobs_of.values()):
+        st.add('barrier-shared-across-jobs')
     audits = [e for e in evs if e.get('type') == 'audit']
     cleaned = any(i.get('op') == 'clean' for i in invokes.values()) or any(e.get('role') == 'cleanup' for e in evs)
     prefixes = {e.get('pid'): e.get('value', {}).get('prefix') for e in done.values()

@@ -880,6 +880,33 @@ class VariantTest(Case):
             os.unlink(os.path.join(SHM, f'{self.root}000000_locals'))
 
 
+class SpawnPickleTest(Case):
+
+    def test_a_spawned_loader_attaches_the_rank_barrier_by_name_without_reset_and_fails_when_it_is_gone(self):
+        # What a spawn-started DataLoader worker of the real package does with the rank's SharedBarrier:
+        # unpickled without its lock, its segment attached by name (no constructor, no reset), the lock
+        # re-created from filelock_path; once the name is gone, the attach fails (F6 then F20).
+        adapter = load_adapter()
+        lock = os.path.join(self.tmp, f'{self.root}000000_barrier_filelock')
+        barrier = SharedBarrier(lock, '000000_barrier')
+        barrier._arr[0] = 5  # pylint: disable=protected-access
+        ds = adapter.LoaderDataset(barrier, lock, '000000_barrier', 1, {})
+        state = ds.__getstate__()
+        self.assertIsNone(state['barrier'])
+        self.assertTrue(hasattr(barrier, 'lock'))  # the rank's own object keeps its lock
+        copy = adapter.LoaderDataset.__new__(adapter.LoaderDataset)
+        copy.__dict__.update(state)
+        worker_barrier = copy._unpickled_barrier()  # pylint: disable=protected-access
+        self.assertEqual(worker_barrier.num_enter, 5)
+        self.assertIs(type(worker_barrier.lock), type(barrier.lock))
+        self.assertEqual(worker_barrier.lock.path, lock)
+        self.assertEqual(adapter.barrier_identity(worker_barrier)['ino'], adapter.barrier_identity(barrier)['ino'])
+        worker_barrier._arr.shm.close()  # pylint: disable=protected-access
+        os.unlink(os.path.join(SHM, f'{self.root}000000_barrier'))
+        with self.assertRaises(FileNotFoundError):
+            copy._unpickled_barrier()  # pylint: disable=protected-access
+
+
 class ProbeTest(Case):
 
     def test_cleanup_probes_every_kind_by_creating_it(self):
