@@ -17,6 +17,7 @@
 #include "run.h"
 #include "scenario.h"
 #include "shmcoord/failpoint.h"
+#include "supervisor_internal.h"
 
 namespace harness {
 namespace {
@@ -242,6 +243,33 @@ TEST_F(FaultParams, SignalOnEventKillsTheWholeTreeOnlyWhenAskedAndOnlyForKill) {
   EXPECT_FALSE(plan("kind = \"signal-on-event\"\nafter = \"ok:barrier\"").actions.at(0).tree);
   EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"ok:barrier\"\nsignal = \"stop\"\ntree = true"),
             ":14: 'tree' applies to signal = \"kill\" only");
+}
+
+// F6: "kill whichever rank created the barrier" is one fault per rank, each firing only on an
+// event whose value says created = true; a value that is no table of scalars is refused at its line.
+TEST_F(FaultParams, SignalOnEventValueFiltersTheTriggerAndIsRefusedWhenNotATableOfScalars) {
+  TrialPlan p = plan("kind = \"signal-on-event\"\nafter = \"ok:barrier_attach\"\nrank = 1\nvalue = { created = true }");
+  ASSERT_EQ(p.actions.size(), 1u);
+  EXPECT_EQ(p.actions[0].on_value, nlohmann::json({{"created", true}}));
+  EXPECT_EQ(p.actions[0].rank, 1);
+  EXPECT_TRUE(plan("kind = \"signal-on-event\"\nafter = \"ok:barrier\"").actions.at(0).on_value.is_null());
+  const std::string why =
+      "'value' must be a non-empty table of booleans, integers or strings (the trigger event's value fields to "
+      "match), e.g. { created = true }";
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"ok:barrier\"\nvalue = true"), ":13: " + why);
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"ok:barrier\"\nvalue = {}"), ":13: " + why);
+  EXPECT_EQ(validate("kind = \"signal-on-event\"\nafter = \"ok:barrier\"\nvalue = { x = [1] }"), ":13: " + why);
+}
+
+TEST(TriggerValue, MatchesOnlyAnEventWhoseValueHoldsEveryKey) {
+  using nlohmann::json;
+  const json want = {{"created", true}};
+  EXPECT_TRUE(supervision::value_matches(json{{"value", {{"created", true}, {"ino", 3}}}}, want));
+  EXPECT_FALSE(supervision::value_matches(json{{"value", {{"created", false}}}}, want));
+  EXPECT_FALSE(supervision::value_matches(json{{"value", {{"ino", 3}}}}, want));
+  EXPECT_FALSE(supervision::value_matches(json{{"value", "created"}}, want));
+  EXPECT_FALSE(supervision::value_matches(json{{"op", "barrier_attach"}}, want));
+  EXPECT_TRUE(supervision::value_matches(json{{"op", "barrier_attach"}}, json()));
 }
 
 TEST_F(FaultParams, PauseAtPointEnumeratesEveryPointTimesEveryCount) {

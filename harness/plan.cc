@@ -66,6 +66,7 @@ nlohmann::json to_json(const TrialPlan& p) {
     if (!a.on_type.empty()) {
       trigger = {{"type", a.on_type}, {"op", a.on_op}, {"job", a.on_job}, {"rank", a.on_rank}, {"nth", a.on_nth}};
       if (a.on_worker >= 0) trigger["worker"] = a.on_worker;
+      if (!a.on_value.is_null()) trigger["value"] = a.on_value;
     }
     j["actions"].push_back({{"at_ms", a.at_ns / 1e6},
                             {"after_event", trigger},

@@ -94,6 +94,10 @@ struct Action {
   std::string on_type, on_op;
   int on_job = -1, on_rank = -1, on_nth = 1;
   int on_worker = -1;  // the trigger is an event of that rank's loader worker #n (-1: of the rank itself)
+  // Non-null: the trigger's event counts only if its `value` holds every key of this object with an
+  // equal value ("the rank whose barrier_attach says created = true"): a fault aimed at whichever
+  // rank the subject's own events name, e.g. the one that created a segment.
+  nlohmann::json on_value;
   // Aimed at the job's launcher (its elastic agent) rather than a rank.
   bool launcher = false;
   // >= 0: aimed at the rank's loader worker #worker (a process it forked; the

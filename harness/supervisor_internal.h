@@ -74,6 +74,19 @@ inline std::int64_t int_of(const Json& e, const char* key, std::int64_t def) {
   }
   return def;
 }
+// A trigger's value filter (Action::on_value): null matches every event;
+// otherwise the event's `value` must be an object holding each key with an
+// equal JSON value. A subject's odd `value` never matches, never throws.
+inline bool value_matches(const Json& e, const Json& want) {
+  if (want.is_null()) return true;
+  auto it = e.find("value");
+  if (it == e.end() || !it->is_object() || !want.is_object()) return false;
+  for (const auto& [k, v] : want.items()) {
+    auto got = it->find(k);
+    if (got == it->end() || *got != v) return false;
+  }
+  return true;
+}
 
 // /proc/<pid>/stat after the command's closing parenthesis (the command may
 // hold spaces and parentheses itself), from the field after it, the state.

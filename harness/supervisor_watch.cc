@@ -379,6 +379,7 @@ void Supervisor::follow_history(std::vector<Trigger>& triggers) {
         continue;
       if (int_of(e, "worker", -1) != a.on_worker) continue;
       if (str_of(e, "op") != a.on_op && str_of(e, "name") != a.on_op) continue;
+      if (!value_matches(e, a.on_value)) continue;
       if (++t.seen == a.on_nth) t.fire_at = int_of(e, "t", mono_ns()) + a.at_ns;
     }
   }

@@ -426,7 +426,9 @@ bool barrier_rounds(Ctx& c, const Plan& p, std::mt19937_64& rng, int prefix, std
     const std::string suffix = env_or("SHMSTRESS_BARRIER_SUFFIX", shmcoord::Namespace::prefix_suffix(prefix, "barrier"));
     auto b = shmcoord::Barrier::attach(p.ns, suffix, num_procs, bo);
     if (b) {
-      op.ok();
+      // created: this attach took the first seat, so it set up the barrier's holding (the Streaming
+      // adapter's `created` is its constructor's create winning): a fault can aim at that process.
+      op.ok({{"created", b->slot() == 0}});
       barrier.emplace(std::move(*b));
     } else {
       op.fail(b.error());

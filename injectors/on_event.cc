@@ -10,7 +10,10 @@
 // tracker) as an OOM kill, a container stop or torchrun's killpg does.
 // worker = n: the event is one of that rank's loader worker #n, which is also
 // the target unless target_rank is given; target = "launcher": the signal
-// goes to the job's launcher; signal = "term" sends SIGTERM.
+// goes to the job's launcher; signal = "term" sends SIGTERM. value = { key =
+// scalar, ... }: only an event whose value holds those (e.g. a barrier_attach
+// that says created = true) counts, so a fault per rank kills whichever rank
+// the subject's own event names (the one that created the barrier, F6).
 
 #include <algorithm>
 #include <csignal>
@@ -23,7 +26,7 @@ namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   if (auto e = only_keys(f, {"after", "nth", "job", "rank", "target_rank", "signal", "delay", "duration", "tree",
-                             "worker", "target"})) {
+                             "worker", "target", "value"})) {
     return e;
   }
   std::string after;
@@ -87,6 +90,19 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   a.on_job = job;
   a.on_rank = rank;
   a.on_nth = nth;
+  if (f.params.contains("value")) {
+    const auto& v = f.params["value"];
+    bool scalars = v.is_object() && !v.empty();
+    if (scalars) {
+      for (const auto& x : v) scalars &= x.is_boolean() || x.is_number_integer() || x.is_number_unsigned() || x.is_string();
+    }
+    if (!scalars) {
+      return std::string("'value' must be a non-empty table of booleans, integers or strings (the trigger "
+                         "event's value fields to match), e.g. { created = true }");
+    }
+    a.on_value = v;
+    a.detail["value"] = v;
+  }
   p.actions.push_back(a);
   if (sig == "stop") {
     Action c = a;

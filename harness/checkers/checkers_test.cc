@@ -1098,6 +1098,29 @@ TEST(CleanupSafety, RemovingAnotherUsersEntryIsInvalid) {
   EXPECT_TRUE(Names(r, {"/shm.000009_locals", "another user"})) << Dump(r);
 }
 
+// "Another user's" is relative to the cleaner: uid 65534's cleanup may remove what a dead job of
+// 65534 left (F13's non-root half), never uid 1000's; root's may remove neither.
+TEST(CleanupSafety, AnotherUsersEntryIsJudgedByTheCleanersUid) {
+  auto trial = [](int job, const std::string& removed) {
+    return Trial()
+        .Fault("unprivileged", 0, 0, 0, 0, {{"uid", 65534}})
+        // The audit's listing of what 65534's workers left aims at nobody: root stays root.
+        .Fault("unprivileged", -1, -1, 19, 19, {{"uid", 65534}, {"foreign", true}, {"names", {"/shm.x"}}})
+        .Fault("stale-segment", -1, -1, 1, 1, {{"foreign", true}, {"uid", 65534}, {"name", "/shm.000001_locals"}})
+        .Fault("stale-segment", -1, -1, 1, 1, {{"foreign", true}, {"uid", 1000}, {"name", "/shm.000000_locals"}})
+        .Clean(job, 0, 6, 7, {removed})
+        .End(20)
+        .Build(Meta());
+  };
+  EXPECT_VERDICT(Check("cleanup.safety", trial(0, "/shm.000001_locals")), kValid);
+  CheckResult other = Check("cleanup.safety", trial(0, "/shm.000000_locals"));
+  EXPECT_VERDICT(other, kInvalid);
+  EXPECT_TRUE(Names(other, {"/shm.000000_locals", "another user"})) << Dump(other);
+  CheckResult root = Check("cleanup.safety", trial(1, "/shm.000001_locals"));
+  EXPECT_VERDICT(root, kInvalid);
+  EXPECT_TRUE(Names(root, {"/shm.000001_locals", "another user"})) << Dump(root);
+}
+
 // The release may have taken effect first: a valid order exists.
 TEST(CleanupSafety, ACleanupRacingTheOwnersReleaseIsValid) {
   History h = Trial()

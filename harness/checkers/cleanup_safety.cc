@@ -192,7 +192,7 @@ CheckResult check_cleanup_safety(const History& h) {
   checks::Report rep("cleanup.safety");
   note_pools(h, rep);
   const auto holds = checks::prefix_holds(h);
-  const auto foreign = checks::foreign_names(h);
+  const auto owners = checks::foreign_owners(h);
   const auto seeded = checks::seeded_prefixes(h);
   for (const Op& clean : h.ops) {
     if (clean.op != "clean" || clean.outcome != Outcome::kOk) continue;
@@ -248,8 +248,9 @@ CheckResult check_cleanup_safety(const History& h) {
         if (name == held) rep.reach("cleanup-kept-held-lock");
       }
     }
+    const int cleaner = checks::worker_uid(h, clean.job, clean.rank, clean.pid);
     for (const std::string& name : clean.removed) {
-      if (foreign.contains(name)) {
+      if (auto owner = owners.find(name); owner != owners.end() && owner->second != cleaner) {
         rep.invalid(fmt::format("{} removed {}, which belongs to another user", by, name));
         continue;
       }

@@ -292,6 +292,37 @@ std::set<std::string> foreign_names(const History& h) {
   return both;
 }
 
+std::map<std::string, int> foreign_owners(const History& h) {
+  std::map<std::string, int> owners;
+  for (const Fault& f : h.faults) {
+    if (!f.detail.is_object()) continue;
+    auto foreign = f.detail.find("foreign");
+    if (foreign == f.detail.end() || !foreign->is_boolean() || !foreign->get<bool>()) continue;
+    auto uid = f.detail.find("uid");
+    const int owner = uid != f.detail.end() && uid->is_number_integer() ? uid->get<int>() : -1;
+    std::vector<std::string> names = json_strings(f.detail, "names");
+    for (const char* key : {"name", "path"}) {
+      auto it = f.detail.find(key);
+      if (it != f.detail.end() && it->is_string()) names.push_back(it->get<std::string>());
+    }
+    for (const auto& n : names) {
+      owners[n] = owner;
+      if (n.size() > 1 && n[0] == '/' && n.find('/', 1) == std::string::npos) owners[n.substr(1)] = owner;
+    }
+  }
+  return owners;
+}
+
+int worker_uid(const History& h, int job, int rank, int pid) {
+  for (const Fault& f : h.faults) {
+    // aims_at: never the audit's listing of what such workers left (job -1, aimed at nobody).
+    if (f.kind != "unprivileged" || !aims_at(f, job, rank, pid) || !f.detail.is_object()) continue;
+    auto uid = f.detail.find("uid");
+    if (uid != f.detail.end() && uid->is_number_integer()) return uid->get<int>();
+  }
+  return 0;
+}
+
 std::set<int> seeded_prefixes(const History& h) {
   std::set<int> out;
   for (const Fault& f : h.faults) {

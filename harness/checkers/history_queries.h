@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -118,6 +119,15 @@ std::int64_t dead_by(const History& h, int job, int rank, int pid);
 // Names (segments or lock paths) a fault seeded as another user's: faults
 // whose detail has "foreign": true and a "name", "path" or "names".
 std::set<std::string> foreign_names(const History& h);
+// The owner uid of each such name (its fault's detail "uid"; -1 when it does
+// not say), both spellings as foreign_names. "Another user's" is relative to
+// whoever cleans: a worker an `unprivileged` fault runs as that uid owns what
+// was seeded under it (F13's non-root half: a user's cleanup of its own dead
+// job's entries is no removal of another user's).
+std::map<std::string, int> foreign_owners(const History& h);
+// The uid a worker ran as: the uid of an `unprivileged` fault aimed at it,
+// else the harness's own (root, 0).
+int worker_uid(const History& h, int job, int rank, int pid);
 // Prefixes a fault seeded something under (stale segments, lock files).
 std::set<int> seeded_prefixes(const History& h);
 

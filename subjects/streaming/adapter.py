@@ -29,6 +29,7 @@ import contextlib
 import errno
 import json
 import os
+import pickle
 import random
 import resource
 import signal
@@ -70,8 +71,10 @@ class EventLog:
         self.fd = fd
 
     @classmethod
-    def from_env(cls) -> 'EventLog':
-        fd = env_int('SHMSTRESS_EVENTS_FD', -1)
+    def from_env(cls, inherited_fd: bool = True) -> 'EventLog':
+        """inherited_fd=False: a spawn-started process, which did not inherit SHMSTRESS_EVENTS_FD (its
+        number may be another file there): the history's path only."""
+        fd = env_int('SHMSTRESS_EVENTS_FD', -1) if inherited_fd else -1
         if fd >= 0:
             try:
                 os.fstat(fd)
@@ -922,8 +925,13 @@ class LoaderDataset:
     """The part of ``StreamingDataset`` its DataLoader workers run: each worker enters the job's
     SharedBarrier once per round where ``_get_work`` does, with ``num_procs`` =
     ``World.detect().workers_per_node`` (ranks x workers). With ``fork`` the workers use the barrier
-    the rank built (inherited); with ``spawn`` the dataset is pickled and each worker binds to the
-    barrier by name, as a spawned worker's unpickled dataset does."""
+    the rank built (inherited); with ``spawn`` the dataset is pickled and each worker unpickles the
+    rank's barrier as the real one does: ``StreamingDataset.__getstate__`` drops the barrier's lock
+    (unpicklable), ``SharedBarrier`` has no pickling of its own, so CPython's
+    ``SharedMemory.__reduce__`` rebuilds its segment as an *attach by name* (no reset; gone:
+    ``FileNotFoundError``; reused: another job's barrier), and the worker re-creates the lock from
+    ``filelock_path`` before its first round. The unpickling happens inside the worker's
+    ``barrier_attach`` op (the real worker unpickles when it starts, just before)."""
 
     def __init__(self, barrier, lock_path: str, name: str, rounds: int, ops: dict) -> None:
         self.barrier = barrier
@@ -931,16 +939,32 @@ class LoaderDataset:
         self.name = name
         self.rounds = rounds
         self.ops = ops
+        self.pickled_barrier = None
+        self.lock_class = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state['barrier'] = None  # a spawned worker binds by name
+        barrier = state['barrier']
+        state['barrier'] = None
+        if barrier is not None:
+            lock = barrier.lock
+            del barrier.lock
+            try:
+                state['pickled_barrier'] = pickle.dumps(barrier)
+            finally:
+                barrier.lock = lock
+            state['lock_class'] = type(lock)
         return state
+
+    def _unpickled_barrier(self):
+        barrier = pickle.loads(self.pickled_barrier)  # attaches its segment by name
+        barrier.lock = self.lock_class(barrier.filelock_path)
+        return barrier
 
     def __iter__(self):
         import torch.utils.data  # pylint: disable=import-outside-toplevel
         info = torch.utils.data.get_worker_info()
-        w = Worker(EventLog.from_env())
+        w = Worker(EventLog.from_env(inherited_fd=self.pickled_barrier is None))
         w.worker = info.id if info is not None else 0
         w.announce('loader')
         try:
@@ -961,11 +985,17 @@ class LoaderDataset:
         op = Op(w, 'barrier_attach', {'num_procs': num_procs})
         try:
             with Limited('attach'):
-                barrier = self.barrier if self.barrier is not None else subject.SharedBarrier(self.lock_path, self.name)
+                if self.barrier is not None:  # fork: the rank's own object
+                    barrier = self.barrier
+                elif self.pickled_barrier is not None:  # spawn: unpickled, attached by name
+                    barrier = self._unpickled_barrier()
+                else:
+                    barrier = subject.SharedBarrier(self.lock_path, self.name)
         except Exception as exc:  # pylint: disable=broad-except
             op.fail(exc)
             raise
-        op.ok()
+        # A copy (inherited or unpickled) never created the segment, whatever its creator's flags say.
+        op.ok(dict(barrier_identity(barrier), created=False) if barrier_identity(barrier) else {})
         for k in range(self.rounds):
             sleep_range(rng, self.ops.get('round_jitter_ms'))
             op = Op(w, 'barrier', {'round': k})
@@ -1169,7 +1199,7 @@ def run(argv) -> int:
             all_ok = False
             barrier = None
         else:
-            op.ok()
+            op.ok(barrier_identity(barrier))
         k = 0
         while barrier is not None and all_ok and k < rounds:
             sleep_range(rng, ops.get('round_jitter_ms'))
@@ -1248,6 +1278,34 @@ def make_segments(me: Rank, ds: Dataset, root: str, kinds: list, stop: bool) -> 
             ds.created.append((name, st.st_dev, st.st_ino))
             op.ok({'name': name, 'dev': st.st_dev, 'ino': st.st_ino})
     return all_ok
+
+
+def barrier_identity(barrier) -> dict:
+    """What barrier_attach reports: whether this process's constructor *created* the segment (its
+    create-or-attach won), its lock file, and the segment's (dev, ino), as the package's SharedMemory
+    holds them. The creator's resource tracker unlinks the name if the creator dies alone (F6); ranks
+    of one barrier with different lock files have no mutual exclusion (F21): evidence names both.
+    Read from the stand-in's ``created`` or the real package's ``created_shms``; {} if neither."""
+    shm = getattr(getattr(barrier, '_arr', None), 'shm', None)
+    if shm is None:
+        return {}
+    if isinstance(getattr(shm, 'created', None), bool):
+        created = shm.created
+    elif isinstance(getattr(shm, 'created_shms', None), list):
+        created = bool(shm.created_shms)
+    else:
+        return {}
+    value = {'created': created}
+    lock = getattr(barrier, 'filelock_path', None)  # its mutual exclusion: a lock file in gettempdir() (F21)
+    if isinstance(lock, str):
+        value['lock'] = lock
+    fd = getattr(getattr(shm, 'shm', None), '_fd', -1)  # CPython's SharedMemory under both
+    try:
+        st = os.fstat(fd)
+    except (OSError, TypeError):
+        return value
+    value.update({'dev': st.st_dev, 'ino': st.st_ino})
+    return value
 
 
 def release_locals(shm) -> None:

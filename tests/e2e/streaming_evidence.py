@@ -141,7 +141,42 @@ def derived(d, evs):
             glob.glob(os.path.join(d, f"job{f.get('job')}-launcher", 'logs', '*', 'attempt_*', '*', 'stderr.log'))
         if died and any(says(x, 'KeyboardInterrupt') for x in logs):
             st.add('keyboard-interrupt')
-    for e in evs:
+    # F6: a rank whose SharedBarrier constructor created the segment (barrier_attach's value says so) was
+    # killed alone, and the audit — in a trial with no cleanup at all — no longer finds that barrier though
+    # the job's lock file is there: the dead creator's resource tracker unlinked it (a teardown's kill of
+    # a whole tree leaks it).
+    # F21: ranks of one job attached the same barrier segment (dev, ino) through different lock files
+    # (their TMPDIRs differ): the counters' read-modify-writes have no mutual exclusion.
+    locks = {}
+    for e in done.values():
+        v = e.get('value') or {}
+        if e.get('op') == 'barrier_attach' and e.get('type') == 'ok' and 'ino' in v and 'lock' in v:
+            locks.setdefault((e.get('job'), v.get('dev'), v['ino']), set()).add(v['lock'])
+    if any(len(x) > 1 for x in locks.values()):
+        st.add('barrier-lock-split')
+    # F20: one barrier segment (dev, ino) attached by processes of two jobs: a spawned loader worker bound
+    # by name after its job's prefix was reused joined the other job's barrier.
+    jobs_of = {}
+    for (job, dev, ino) in locks:
+        jobs_of.setdefault((dev, ino), set()).add(job)
+    if any(len(x) > 1 for x in jobs_of.values()):
+        st.add('barrier-shared-across-jobs')
+    audits = [e for e in evs if e.get('type') == 'audit']
+    cleaned = any(i.get('op') == 'clean' for i in invokes.values()) or any(e.get('role') == 'cleanup' for e in evs)
+    prefixes = {e.get('pid'): e.get('value', {}).get('prefix') for e in done.values()
+                if e.get('op') == 'acquire' and e.get('type') == 'ok'}
+    for e in done.values():
+        if e.get('op') != 'barrier_attach' or e.get('type') != 'ok' or (e.get('value') or {}).get('created') is not True:
+            continue
+        p = prefixes.get(e.get('pid'))
+        killed = any(x.get('pid') == e.get('pid') and x.get('signal') == 9 and not x.get('teardown') for x in exits)
+        if p is None or not killed or cleaned or not audits:
+            continue
+        shm = {n.lstrip('/') for a in audits for n in a.get('leftover_shm') or []}
+        locks = [n for a in audits for n in a.get('leftover_locks') or [] if n.endswith(f'{p:06}_barrier_filelock')]
+        if locks and not any(n.endswith(f'{p:06}_barrier') for n in shm):
+            st.add('barrier-unlinked-after-creator-killed')
+    for e in audits:
         if e.get('type') == 'audit':
             if e.get('leftover_locks'):
                 st.add('leftover-lock-files')

@@ -479,6 +479,10 @@ class AdapterTest(Case):
         acquire = done[0][2]
         self.assertEqual(acquire, {'prefix': 0, 'present': [f'/{self.root}000000_locals']})
         self.assertEqual(done[1][2]['name'], f'/{self.root}000000_shard_states')
+        attach = done[2][2]
+        self.assertEqual((attach['created'], attach['lock']),
+                         (True, os.path.join(self.tmp, f'{self.root}000000_barrier_filelock')))
+        self.assertIsInstance(attach['ino'], int)
         self.assertEqual([d[2] for d in done[3:5]], [{'round': 0}, {'round': 1}])
         invokes = [e for e in events if e['type'] == 'invoke']
         self.assertEqual([e['args'] for e in invokes if e['op'] == 'barrier'], [{'round': 0}, {'round': 1}])
@@ -555,6 +559,12 @@ class AdapterTest(Case):
         done = self.check_pairs(events)
         self.assertEqual({v['prefix'] for op, _, v, _ in done if op == 'acquire'}, {0})
         self.assertEqual(sum(1 for op, kind, _, _ in done if op == 'barrier' and kind == 'ok'), 6)
+        # Both constructors create-or-attach one segment through one lock file; exactly one created it
+        # (the one whose tracker would unlink it, F6), both name the same lock (F21's evidence reads it).
+        attached = [v for op, _, v, _ in done if op == 'barrier_attach']
+        self.assertEqual(sorted(v['created'] for v in attached), [False, True])
+        self.assertEqual(len({(v['dev'], v['ino'], v['lock']) for v in attached}), 1)
+        self.assertTrue(attached[0]['lock'].endswith(f'/{self.root}000000_barrier_filelock'), attached[0])
 
     def test_two_ranks_with_the_emulated_process_group(self):
         self.check_two_ranks_pass_in_streaming_order('emulated')
@@ -870,6 +880,33 @@ class VariantTest(Case):
             os.unlink(os.path.join(SHM, f'{self.root}000000_locals'))
 
 
+class SpawnPickleTest(Case):
+
+    def test_a_spawned_loader_attaches_the_rank_barrier_by_name_without_reset_and_fails_when_it_is_gone(self):
+        # What a spawn-started DataLoader worker of the real package does with the rank's SharedBarrier:
+        # unpickled without its lock, its segment attached by name (no constructor, no reset), the lock
+        # re-created from filelock_path; once the name is gone, the attach fails (F6 then F20).
+        adapter = load_adapter()
+        lock = os.path.join(self.tmp, f'{self.root}000000_barrier_filelock')
+        barrier = SharedBarrier(lock, '000000_barrier')
+        barrier._arr[0] = 5  # pylint: disable=protected-access
+        ds = adapter.LoaderDataset(barrier, lock, '000000_barrier', 1, {})
+        state = ds.__getstate__()
+        self.assertIsNone(state['barrier'])
+        self.assertTrue(hasattr(barrier, 'lock'))  # the rank's own object keeps its lock
+        copy = adapter.LoaderDataset.__new__(adapter.LoaderDataset)
+        copy.__dict__.update(state)
+        worker_barrier = copy._unpickled_barrier()  # pylint: disable=protected-access
+        self.assertEqual(worker_barrier.num_enter, 5)
+        self.assertIs(type(worker_barrier.lock), type(barrier.lock))
+        self.assertEqual(worker_barrier.lock.path, lock)
+        self.assertEqual(adapter.barrier_identity(worker_barrier)['ino'], adapter.barrier_identity(barrier)['ino'])
+        worker_barrier._arr.shm.close()  # pylint: disable=protected-access
+        os.unlink(os.path.join(SHM, f'{self.root}000000_barrier'))
+        with self.assertRaises(FileNotFoundError):
+            copy._unpickled_barrier()  # pylint: disable=protected-access
+
+
 class ProbeTest(Case):
 
     def test_cleanup_probes_every_kind_by_creating_it(self):
@@ -908,6 +945,33 @@ class ProbeTest(Case):
             SharedMemoryCPython.__init__ = real_open
         self.assertTrue(self.exists(0, 'locals'))
         self.assertFalse(self.exists(0, 'barrier'))
+
+    @unittest.skipUnless(os.geteuid() == 0, 'needs root to run the cleanup as another uid')
+    def test_a_users_cleanup_stops_at_another_users_prefix_and_never_reaches_its_own_leaks(self):
+        # F13's non-root half, with a real EACCES: root's 0600 segment holds prefix 0, uid 65534's own
+        # dead job leaked prefix 1. 65534's clean_stale_shared_memory() may not open prefix 0, so
+        # nothing "leaked" there and it stops: its own leak at prefix 1 stays. Root (modes ignored)
+        # removes both, the other user's included (foreign-segment.toml).
+        self.leak(0, 'locals')
+        self.leak(1, 'locals')
+        os.chown(os.path.join(SHM, f'{self.root}000001_locals'), 65534, 65534)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                clean_stale_shared_memory()
+                code = 0
+            finally:
+                os._exit(code)  # pylint: disable=protected-access
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertTrue(self.exists(0, 'locals'))
+        self.assertTrue(self.exists(1, 'locals'))
+        self.assertEqual(shm_names(self.root), [f'{self.root}000000_locals', f'{self.root}000001_locals'])
+        clean_stale_shared_memory()
+        self.assertEqual(shm_names(self.root), [])
 
 
 class EventLinesTest(unittest.TestCase):
