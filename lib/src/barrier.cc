@@ -331,13 +331,32 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
     }
     if (b->broken) return std::unexpected(impl->break_locked(Code::kBroken, ""));
     // Seats are fixed: an empty one, else a departed participant's between
-    // rounds. A dead participant's seat is never handed to a replacement.
+    // rounds. A dead participant's seat is never handed to a replacement -
+    // nor is an empty one while it lies dead: its arrival in the current
+    // round still counts, so a newcomer's would stand for one more process
+    // than the barrier is for, and release the round without a participant
+    // that has not attached yet (a replacement for the dead one that comes
+    // before the last of its peers, issue 20 §1).
+    // (With no live participant left, a newcomer may take an empty seat: the
+    // round then breaks on the dead one's missing arrival, as it should.)
     int seat = -1;
-    for (int i = 0; i < num_procs && seat < 0; ++i) {
+    std::string refusal;
+    bool live_remain = false;
+    for (int i = 0; i < num_procs; ++i) {
+      const Participant& q = b->parts[i];
+      live_remain |= load(q.state) == records::kPartAttached && probe.alive(q.who);
+    }
+    for (int i = 0; i < num_procs && refusal.empty() && live_remain; ++i) {
+      const Participant& q = b->parts[i];
+      if (load(q.state) == records::kPartAttached && !probe.alive(q.who)) {
+        refusal = who(q, i) + " died holding its seat: pid " + std::to_string(me.pid) +
+                  " cannot join while live participants remain (the barrier breaks at the round it misses)";
+      }
+    }
+    for (int i = 0; i < num_procs && seat < 0 && refusal.empty(); ++i) {
       if (load(b->parts[i].state) == records::kPartEmpty) seat = i;
     }
-    std::string refusal;
-    for (int i = 0; i < num_procs && seat < 0; ++i) {
+    for (int i = 0; i < num_procs && seat < 0 && refusal.empty(); ++i) {
       const Participant& q = b->parts[i];
       if (load(q.state) != records::kPartLeft) continue;
       if (round_arrived(load64(b->round)) == 0) {
@@ -346,13 +365,6 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
         refusal = "round " + std::to_string(round_gen(load64(b->round))) + " is in progress: pid " +
                   std::to_string(me.pid) + " cannot take the seat of " + who(q, i) +
                   ", who departed, before the round completes";
-      }
-    }
-    for (int i = 0; i < num_procs && seat < 0 && refusal.empty(); ++i) {
-      const Participant& q = b->parts[i];
-      if (load(q.state) == records::kPartAttached && !probe.alive(q.who)) {
-        refusal = who(q, i) + " died holding its seat: pid " + std::to_string(me.pid) +
-                  " cannot replace it while live participants remain (the barrier breaks at the round it misses)";
       }
     }
     if (seat < 0) {

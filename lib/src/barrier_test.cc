@@ -321,6 +321,47 @@ TEST_F(BarrierTest, ForgottenChildWithInheritedFdsCannotKeepADeadParticipantAliv
   EXPECT_LT(took, 1500ms);
 }
 
+// The same with a seat still empty (issue 20 §1, found by a soak): A and B
+// of 3 attached, B arrived and was SIGKILLed, and C - B's replacement, come
+// before the third participant attached - took the empty seat. B's arrival
+// and C's completed round 0 with A's, without the third participant. While a
+// participant lies dead in its seat, no newcomer joins, empty seat or not.
+TEST_F(BarrierTest, NoNewcomerTakesAnEmptySeatWhileADeadParticipantsArrivalCounts) {
+  testing::ShmTest::Gate a_go;
+  auto& a = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 3, opt(1500ms));
+    report(out, b ? "attached" : b.error().to_string());
+    a_go.wait_go();
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  ASSERT_EQ(read_line(a), "attached");
+  auto& victim = fork_child([&](int) {
+    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+    auto b = Barrier::attach(ns, "b", 3, opt());
+    (void)b->wait();
+    return 0;
+  });
+  ASSERT_TRUE(wait_stopped(victim)) << "B never arrived";  // B has entered round 0
+  kill_child(victim);
+  auto& c = fork_child([&](int out) {
+    auto b = Barrier::attach(ns, "b", 3, opt(1500ms));
+    if (!b) {
+      report(out, "refused " + std::string(code_name(b.error().code)) + ": " + b.error().message);
+      return 0;
+    }
+    report(out, "attached");
+    report(out, outcome(b->wait()));
+    return 0;
+  });
+  std::string got = read_line(c);
+  EXPECT_EQ(got.rfind("refused broken: ", 0), 0u) << got;
+  EXPECT_NE(got.find("died holding its seat"), std::string::npos) << got;
+  a_go.open_all();
+  if (got == "attached") (void)read_line(c);
+  EXPECT_NE(read_line(a), "ok") << "A left round 0 although the third participant never entered it";
+}
+
 // Arrivals were counted, not participants: A attached, B arrived and was
 // SIGKILLed, C attached in a fresh slot and waited - and left round 0 although
 // the live A never entered it. A replacement for a dead participant is refused.

@@ -15,9 +15,12 @@
 //   arrived), the wait succeeds instead. Errors that break the barrier
 //   (deaths, departures, deadlines, disagreements) fail every later wait too.
 // - attach() takes an empty seat (a late joiner simply takes its seat, also
-//   mid-round). A replacement is refused: when every seat is taken and one
-//   belongs to a participant that died, attach() fails with Code::kBroken
-//   naming it, and a departed participant's seat can be taken only between
+//   mid-round). A replacement is refused: while a participant that died
+//   holds its seat and a live one remains, attach() fails with Code::kBroken
+//   naming it - also when an empty seat is left, since the dead one's arrival
+//   in the current round still counts and a newcomer's would stand for one
+//   process too many (a replacement come before the last of its peers would
+//   release the round without that peer) - and a departed participant's seat can be taken only between
 //   rounds (while nobody has entered the current round), else Code::kBroken
 //   too. A refused attach changes nothing for the others: the dead participant
 //   breaks the barrier at the round it misses, as below.
