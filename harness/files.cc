@@ -181,7 +181,7 @@ std::optional<OutputError> write_all(int fd, std::string_view text, const std::s
 
 // The file at `where` (absent or regular) replaced by a new one: temp file
 // in the same directory (the rename never crosses a filesystem), rename.
-std::optional<OutputError> replace_atomically(const Place& where, std::string_view text) {
+std::optional<OutputError> replace_atomically(const Place& where, std::string_view text, Durability durability) {
   const std::string path = where.path();
   std::string tmpl = (where.dir == "/" ? "" : where.dir) + "/." + where.base + ".tmp.XXXXXX";
   const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
@@ -194,7 +194,8 @@ std::optional<OutputError> replace_atomically(const Place& where, std::string_vi
   if (auto e = write_all(fd, text, tmpl)) return undo(e);
   // mkostemp makes the file 0600; node_exporter and web servers usually run
   // as another user, and these reports hold nothing secret.
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) return undo(failed(tmpl, "cannot finish", errno));
+  if (::fchmod(fd, 0644) != 0 || (durability == Durability::kSynced && ::fsync(fd) != 0))
+    return undo(failed(tmpl, "cannot finish", errno));
   if (::close(fd) != 0) {
     const int e = errno;
     ::unlink(tmpl.c_str());
@@ -286,13 +287,14 @@ std::optional<OutputError> check_output(const std::string& path, OutputOrigin or
   return decide(path, origin, true, &d);
 }
 
-std::optional<OutputError> write_output(const std::string& path, std::string_view text, OutputOrigin origin) {
+std::optional<OutputError> write_output(const std::string& path, std::string_view text, OutputOrigin origin,
+                                        Durability durability) {
   Decision d;
   if (auto e = decide(path, origin, false, &d)) return e;
   const std::string here = d.where.path();
   switch (d.kind) {
     case Decision::kReplace:
-      return replace_atomically(d.where, text);
+      return replace_atomically(d.where, text, durability);
     case Decision::kOwnFd: {
       // What this process printed there so far goes first.
       if (d.fd == STDOUT_FILENO) std::fflush(stdout);
@@ -324,6 +326,10 @@ std::optional<OutputError> write_output(const std::string& path, std::string_vie
 
 bool write_file(const std::string& path, const std::string& text) {
   return !write_output(path, text, OutputOrigin::kDerived);
+}
+
+bool write_trial_file(const std::string& path, const std::string& text) {
+  return !write_output(path, text, OutputOrigin::kDerived, Durability::kUnsynced);
 }
 
 }  // namespace harness

@@ -78,8 +78,17 @@ struct OutputError {
 //   a socket, another character device, a FIFO nobody reads) is refused
 //   with exit 2 and left as it is.
 // The directory must exist. Returns nullopt once every byte is written.
+//
+// Durability (replacements only): kSynced fsyncs the temp file before the
+// rename, so after a crash the path holds the old file or the whole new one.
+// kUnsynced skips the fsync (a reader still never sees a torn file): for a
+// trial dir's own files, which are no more durable than the history.jsonl
+// beside them (workers append it, nobody fsyncs it) and most of which are
+// removed once the trial passes; an fsync each cost a trial 0.4-0.8 ms, and
+// at times 160 ms on a busy disk.
+enum class Durability { kSynced, kUnsynced };
 std::optional<OutputError> write_output(const std::string& path, std::string_view text,
-                                        OutputOrigin origin);
+                                        OutputOrigin origin, Durability durability = Durability::kSynced);
 // What write_output would refuse with exit 2 whatever the moment (checked
 // before a run, so a bad --junit does not cost an hour-long soak): a
 // directory, a block device, a socket, a character device it does not write
@@ -89,5 +98,8 @@ std::optional<OutputError> check_output(const std::string& path, OutputOrigin or
 // write_output of a file the harness derives (OutputOrigin::kDerived); false
 // if it could not be written.
 bool write_file(const std::string& path, const std::string& text);
+// write_file of one of a trial dir's own files (scenario.toml,
+// schedule.json, verdict.json): Durability::kUnsynced.
+bool write_trial_file(const std::string& path, const std::string& text);
 
 }  // namespace harness

@@ -271,6 +271,24 @@ TEST(WriteOutput, AUserSymlinkIsFollowedADerivedOneIsRefused) {
   EXPECT_TRUE(fs::is_symlink(link));
 }
 
+// A trial dir's own files skip the fsync, nothing else: still replaced
+// whole with no temp left, still never written through a symlink a worker
+// put in the trial dir.
+TEST(WriteOutput, ATrialFileIsReplacedWholeAndNeverThroughASymlink) {
+  ScratchDir d;
+  const std::string p = d.path() + "/schedule.json";
+  ASSERT_TRUE(write_trial_file(p, "first"));
+  ASSERT_TRUE(write_trial_file(p, "second"));
+  EXPECT_EQ(slurp(p), "second");
+  EXPECT_EQ(entries_in(d.path()), 1) << "a temp file was left behind";
+  const std::string victim = d.file("passwd", "root:x:0:0\n");
+  const std::string link = d.path() + "/verdict.json";
+  fs::create_symlink(victim, link);
+  EXPECT_FALSE(write_trial_file(link, "{}"));
+  EXPECT_EQ(slurp(victim), "root:x:0:0\n");
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
 TEST(WriteOutput, ADerivedSymlinkToAnotherFileNeverTouchesIt) {
   ScratchDir d;
   const std::string victim = d.file("passwd", "root:x:0:0\n");

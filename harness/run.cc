@@ -413,7 +413,7 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   if (t.expectation != Expectation::kNone) {
     v["expectation"] = {{"expected", t.expected}, {"result", expectation_name(t.expectation)}, {"note", t.expectation_note}};
   }
-  write_file(dir + "/verdict.json", v.dump(2) + "\n");
+  write_trial_file(dir + "/verdict.json", v.dump(2) + "\n");
   return t;
 }
 
@@ -678,8 +678,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         }
         dir_ec.clear();
         if (not_ours.empty()) fs::create_directories(dir, dir_ec);
-        if (!not_ours.empty() || dir_ec || !write_file(dir + "/scenario.toml", p.s->raw_toml) ||
-            !write_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
+        if (!not_ours.empty() || dir_ec || !write_trial_file(dir + "/scenario.toml", p.s->raw_toml) ||
+            !write_trial_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
           TrialResult t;  // the disk, not the subject: a harness failure
           t.scenario = p.s->name;
           t.scenario_file = p.s->file;
