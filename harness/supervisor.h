@@ -7,9 +7,10 @@
 //   and itself a child subreaper, so every descendant of the trial (workers,
 //   their resource trackers, forgotten grandchildren) is reaped here.
 // - It dies with the harness (PR_SET_PDEATHSIG), and its workers die with it;
-//   workers are started with fork + execve (not Boost.Process v2: in Boost
-//   1.81 its environment and launcher initialisers corrupted memory here once
-//   the environment grew; see exec_worker for what a worker is set up with);
+//   workers are started with clone(CLONE_VM | CLONE_VFORK) + execve, as
+//   posix_spawn does (not Boost.Process v2: in Boost 1.81 its environment and
+//   launcher initialisers corrupted memory here once the environment grew;
+//   see exec_worker for what a worker is set up with);
 //   so a harness killed by SIGKILL leaves no worker alive and, with a mount
 //   namespace, no segment either (the tmpfs vanishes with its last process).
 // - It is the only reaper of the trial. It carries out the plan's actions at
