@@ -77,6 +77,7 @@ void RunTrials(benchmark::State& state, int trials_per_run) {
   opt.exe = SHMSTRESS_WORKER_BIN;
   opt.invocation = SHMSTRESS_BIN;
   opt.parallel = 1;
+  opt.sometimes = false;  // a no-op worker passes no failpoint: no pause to plan
   opt.seed = 1;
   opt.out_dir = out;
   int saved = dup(STDERR_FILENO);  // the run's progress lines
