@@ -25,52 +25,40 @@
 
 namespace harness::supervision {
 
-OpenOps::~OpenOps() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 void OpenOps::update(const std::string& history) {
-  if (fd_ < 0) fd_ = ::open(history.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) return;
-  char chunk[65536];
-  ssize_t n;
-  while ((n = ::read(fd_, chunk, sizeof chunk)) > 0) buf_.append(chunk, static_cast<std::size_t>(n));
-  std::size_t from = 0, nl;
-  while ((nl = buf_.find('\n', from)) != std::string::npos) {
-    std::string_view line(buf_.data() + from, nl - from);
-    from = nl + 1;
+  tail_.read(history, [&](std::string_view line) {
     // Only invokes and completions matter; skip the rest unparsed.
     if (line.find("\"invoke\"") == std::string_view::npos && line.find("\"ok\"") == std::string_view::npos &&
         line.find("\"fail\"") == std::string_view::npos && line.find("\"info\"") == std::string_view::npos)
-      continue;
+      return;
     auto e = Json::parse(line, nullptr, false);
-    if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer()) continue;
+    const std::int64_t id = e.is_object() ? int_of(e, "id", -1) : -1;
+    if (id < 0) return;
     const std::string type = str_of(e, "type");
-    const int pid = int_of(e, "pid", -1);
-    const std::int64_t id = e["id"].get<std::int64_t>();
+    const int pid = static_cast<int>(int_of(e, "pid", -1));
     if (type == "invoke") {
-      Open o{str_of(e, "op"), e.contains("t") && e["t"].is_number_integer() ? e["t"].get<std::int64_t>() : 0,
-             e.contains("cpu_wait_ns") && e["cpu_wait_ns"].is_number_integer() ? e["cpu_wait_ns"].get<std::int64_t>()
-                                                                                 : -1};
-      open_[pid][id] = std::move(o);
+      open_[pid][id] = Open{str_of(e, "op"), int_of(e, "t", 0), int_of(e, "cpu_wait_ns", -1)};
     } else if (type == "ok" || type == "fail" || type == "info") {
       // A result split over continuation lines completes the op at its first.
       if (auto it = open_.find(pid); it != open_.end()) it->second.erase(id);
     }
+  });
+}
+
+bool Supervisor::watches_hangs() const {
+  if (cfg_.hang_after_ns.empty() || ever_stopped_ || !plan_.launchers.empty()) return false;
+  for (const auto& w : plan_.workers) {
+    if (w.container >= 0) return false;
   }
-  buf_.erase(0, from);
+  return true;
 }
 
 std::string Supervisor::hangs(std::int64_t now, bool nothing_planned_left) {
-  if (cfg_.hang_after_ns.empty() || !nothing_planned_left || ever_stopped_ || !plan_.launchers.empty()) return "";
-  for (const auto& w : plan_.workers) {
-    if (w.container >= 0) return "";
-  }
+  if (!nothing_planned_left || !watches_hangs() || now < next_hang_look_) return "";
+  next_hang_look_ = now + 250'000'000;  // a look costs a read and a parse of what is new
   for (const auto& [pid, t] : tracked_) {
     if (t.alive) return "";
   }
-  if (now < next_hang_look_) return "";
-  next_hang_look_ = now + 250'000'000;  // a look costs a read and a parse of what is new
   open_ops_.update(trial_dir_ + "/history.jsonl");
   std::string why;
   int live = 0;

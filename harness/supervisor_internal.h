@@ -266,9 +266,26 @@ struct Teardown {
   std::vector<Member> members;
 };
 
+// A reader of history.jsonl as it grows: each call hands over the complete
+// lines appended since the previous one (a line still being written waits for
+// its end). Each reader has its own fd and offset. Reads, never writes.
+class HistoryTail {
+ public:
+  HistoryTail() = default;
+  HistoryTail(const HistoryTail&) = delete;
+  HistoryTail& operator=(const HistoryTail&) = delete;
+  ~HistoryTail();
+  // Opens `history` the first time; calls `line` for each new complete line.
+  void read(const std::string& history, const std::function<void(std::string_view)>& line);
+
+ private:
+  int fd_ = -1;
+  std::string buf_;
+};
+
 // The ops each process of the trial has open, read from the history as it
-// grows (its own fd and offset, so it never disturbs the trigger follower),
-// for the early end of a trial that can only hang (supervisor_hang.cc).
+// grows (a tail of its own, so it never disturbs the trigger follower), for
+// the early end of a trial that can only hang (supervisor_hang.cc).
 // Lives in the supervisor alone; reads the history, writes nothing.
 class OpenOps {
  public:
@@ -277,15 +294,13 @@ class OpenOps {
     std::int64_t invoke_t = 0;
     std::int64_t cpu_wait_ns = -1;  // the process's at the invoke (-1: not reported)
   };
-  ~OpenOps();
   // Reads what was appended since the last call (opens the file the first time).
   void update(const std::string& history);
   // By the pid the process logs (its own), then the op's id.
   const std::map<int, std::map<std::int64_t, Open>>& open() const { return open_; }
 
  private:
-  int fd_ = -1;
-  std::string buf_;
+  HistoryTail tail_;
   std::map<int, std::map<std::int64_t, Open>> open_;
 };
 
@@ -374,6 +389,9 @@ class Supervisor {
   // live worker's open op is past SupervisorConfig::hang_after_ns, not at the
   // trial timeout. "" or why it hangs.
   std::string hangs(std::int64_t now, bool nothing_planned_left);
+  // Whether this trial may still end early at all (hangs() looks only then;
+  // main_loop wakes for its looks only then).
+  bool watches_hangs() const;
 
   // supervisor_faults.cc: delivering faults (signals and their observed
   // effect, pauses, reused pids, ghosts, seeded state, held locks).
@@ -436,7 +454,7 @@ class Supervisor {
   std::vector<Timer> timers_;
   int self_pid_ns_fd_ = -1;
   int ghost_count_ = 0;
-  int tail_fd_ = -1;                         // reading history.jsonl for event triggers
+  HistoryTail tail_;                         // reading history.jsonl for event triggers
   std::map<pid_t, Tracked> tracked_;         // processes of the trial we did not start, by our pid
   std::set<const Action*> settings_logged_;  // settings faults logged at their worker's start
   std::string gate_path_;                    // the start gate's FIFO ("" without one)
@@ -452,7 +470,6 @@ class Supervisor {
   // following (see drop_history_watch): -1 once dropped.
   int history_watch_ = -1;
   std::vector<Teardown> teardowns_;  // launchers that ended, and their jobs' survivors
-  std::string tail_buf_;
   std::vector<std::pair<std::string, Json>>
       seeded_;  // open seed fault windows (kind "" once closed)
   std::int64_t start_ = 0;

@@ -331,20 +331,29 @@ void Supervisor::poll_tracked() {
 }
 
 // New complete lines of the history since the last call.
+HistoryTail::~HistoryTail() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void HistoryTail::read(const std::string& history, const std::function<void(std::string_view)>& line) {
+  if (fd_ < 0) fd_ = ::open(history.c_str(), O_RDONLY | O_CLOEXEC);
+  char chunk[65536];
+  ssize_t n;
+  while (fd_ >= 0 && (n = ::read(fd_, chunk, sizeof chunk)) > 0) buf_.append(chunk, static_cast<std::size_t>(n));
+  std::size_t from = 0, nl;
+  while ((nl = buf_.find('\n', from)) != std::string::npos) {
+    line(std::string_view(buf_).substr(from, nl - from));
+    from = nl + 1;
+  }
+  buf_.erase(0, from);
+}
+
 std::vector<Json> Supervisor::tail_history() {
   std::vector<Json> out;
-  if (tail_fd_ < 0)
-    tail_fd_ = ::open((trial_dir_ + "/history.jsonl").c_str(), O_RDONLY | O_CLOEXEC);
-  char buf[65536];
-  ssize_t n;
-  while (tail_fd_ >= 0 && (n = ::read(tail_fd_, buf, sizeof buf)) > 0)
-    tail_buf_.append(buf, static_cast<std::size_t>(n));
-  std::size_t nl;
-  while ((nl = tail_buf_.find('\n')) != std::string::npos) {
-    auto e = Json::parse(tail_buf_.substr(0, nl), nullptr, false);
-    tail_buf_.erase(0, nl + 1);
+  tail_.read(trial_dir_ + "/history.jsonl", [&](std::string_view line) {
+    auto e = Json::parse(line, nullptr, false);
     if (e.is_object()) out.push_back(std::move(e));
-  }
+  });
   return out;
 }
 
@@ -467,7 +476,7 @@ void Supervisor::main_loop() {
     if (!gate_open_) wake = std::min(wake, gate_deadline);
     if (gate_open_ && next < timed.size()) wake = std::min(wake, gate_t_ + timed[next]->at_ns);
     for (const auto& t : timers_) wake = std::min(wake, t.at);
-    if (nothing_left && !cfg_.hang_after_ns.empty()) wake = std::min(wake, std::max(next_hang_look_, now + 1'000'000));
+    if (nothing_left && watches_hangs()) wake = std::min(wake, std::max(next_hang_look_, now + 1'000'000));
     for (const auto& t : triggers) {
       if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
     }
