@@ -273,23 +273,8 @@ std::int64_t dead_by(const History& h, int job, int rank, int pid) {
 
 std::set<std::string> foreign_names(const History& h) {
   std::set<std::string> names;
-  for (const Fault& f : h.faults) {
-    if (!f.detail.is_object()) continue;
-    auto foreign = f.detail.find("foreign");
-    if (foreign == f.detail.end() || !foreign->is_boolean() || !foreign->get<bool>()) continue;
-    for (const char* key : {"name", "path"}) {
-      auto it = f.detail.find(key);
-      if (it != f.detail.end() && it->is_string()) names.insert(it->get<std::string>());
-    }
-    for (auto& n : json_strings(f.detail, "names")) names.insert(n);
-  }
-  // A shm name may be spelled "/x" (shm_open, cleanup reports) or "x" (the
-  // audit's listing of /dev/shm): match both.
-  std::set<std::string> both = names;
-  for (const auto& n : names) {
-    if (n.size() > 1 && n[0] == '/' && n.find('/', 1) == std::string::npos) both.insert(n.substr(1));
-  }
-  return both;
+  for (const auto& [name, owner] : foreign_owners(h)) names.insert(name);
+  return names;
 }
 
 std::map<std::string, int> foreign_owners(const History& h) {
@@ -305,6 +290,8 @@ std::map<std::string, int> foreign_owners(const History& h) {
       auto it = f.detail.find(key);
       if (it != f.detail.end() && it->is_string()) names.push_back(it->get<std::string>());
     }
+    // A shm name may be spelled "/x" (shm_open, cleanup reports) or "x" (the
+    // audit's listing of /dev/shm): both are recorded.
     for (const auto& n : names) {
       owners[n] = owner;
       if (n.size() > 1 && n[0] == '/' && n.find('/', 1) == std::string::npos) owners[n.substr(1)] = owner;

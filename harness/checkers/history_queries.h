@@ -117,10 +117,11 @@ std::int64_t last_alive(const History& h, int job, int rank, int pid);
 std::int64_t dead_by(const History& h, int job, int rank, int pid);
 
 // Names (segments or lock paths) a fault seeded as another user's: faults
-// whose detail has "foreign": true and a "name", "path" or "names".
+// whose detail has "foreign": true and a "name", "path" or "names"; a shm
+// name in both spellings, "/x" and "x". The keys of foreign_owners.
 std::set<std::string> foreign_names(const History& h);
 // The owner uid of each such name (its fault's detail "uid"; -1 when it does
-// not say), both spellings as foreign_names. "Another user's" is relative to
+// not say). "Another user's" is relative to
 // whoever cleans: a worker an `unprivileged` fault runs as that uid owns what
 // was seeded under it (F13's non-root half: a user's cleanup of its own dead
 // job's entries is no removal of another user's).
