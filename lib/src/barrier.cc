@@ -297,12 +297,18 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
     const std::uint32_t tag = claim_tag(opt.claim), theirs = load(b->claim);
     const bool ours = tag != 0 && theirs == tag;
     bool any_used = false;
-    std::string live;  // the first live participant, if any
+    std::string live;    // the first live participant, if any
+    int dead_seat = -1;  // the first participant that died holding its seat, if any
     for (int i = 0; i < records::kMaxRanks; ++i) {
       const Participant& q = b->parts[i];
       const std::uint32_t st = load(q.state);
       if (st != records::kPartEmpty) any_used = true;
-      if (live.empty() && st == records::kPartAttached && probe.alive(q.who)) live = who(q, i);
+      if (st != records::kPartAttached || (!live.empty() && dead_seat >= 0)) continue;
+      if (probe.alive(q.who)) {
+        if (live.empty()) live = who(q, i);
+      } else if (dead_seat < 0) {
+        dead_seat = i;
+      }
     }
     if (!live.empty() && tag != 0 && theirs != 0 && !ours) {
       return fail(Code::kMismatch, "barrier " + impl->seg.name() + " belongs to another holding of its prefix (claim " +
@@ -339,19 +345,12 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
     // before the last of its peers, issue 20 §1).
     // (With no live participant left, a newcomer may take an empty seat: the
     // round then breaks on the dead one's missing arrival, as it should.)
+    // (A stale barrier was cleared above: then nobody is live, nothing dead.)
     int seat = -1;
     std::string refusal;
-    bool live_remain = false;
-    for (int i = 0; i < num_procs; ++i) {
-      const Participant& q = b->parts[i];
-      live_remain |= load(q.state) == records::kPartAttached && probe.alive(q.who);
-    }
-    for (int i = 0; i < num_procs && refusal.empty() && live_remain; ++i) {
-      const Participant& q = b->parts[i];
-      if (load(q.state) == records::kPartAttached && !probe.alive(q.who)) {
-        refusal = who(q, i) + " died holding its seat: pid " + std::to_string(me.pid) +
-                  " cannot join while live participants remain (the barrier breaks at the round it misses)";
-      }
+    if (!live.empty() && dead_seat >= 0) {
+      refusal = who(b->parts[dead_seat], dead_seat) + " died holding its seat: pid " + std::to_string(me.pid) +
+                " cannot join while live participants remain (the barrier breaks at the round it misses)";
     }
     for (int i = 0; i < num_procs && seat < 0 && refusal.empty(); ++i) {
       if (load(b->parts[i].state) == records::kPartEmpty) seat = i;
@@ -361,7 +360,7 @@ Result<Barrier> Barrier::attach(const Namespace& ns, std::string suffix, int num
       if (load(q.state) != records::kPartLeft) continue;
       if (round_arrived(load64(b->round)) == 0) {
         seat = i;
-      } else if (refusal.empty()) {
+      } else {
         refusal = "round " + std::to_string(round_gen(load64(b->round))) + " is in progress: pid " +
                   std::to_string(me.pid) + " cannot take the seat of " + who(q, i) +
                   ", who departed, before the round completes";

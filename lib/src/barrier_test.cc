@@ -45,6 +45,32 @@ class BarrierTest : public ShmTest {
   static std::string outcome(const Result<std::uint32_t>& r) {
     return r ? "ok" : std::string(code_name(r.error().code)) + ":" + r.error().message;
   }
+  // A participant of the `num_procs`-process barrier "b" arrives in round 0
+  // and is SIGKILLed there: its arrival counts, its seat stays taken.
+  void arrive_then_die(int num_procs) {
+    auto& victim = fork_child([&](int) {
+      if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
+      auto b = Barrier::attach(ns, "b", num_procs, opt());
+      (void)b->wait();
+      return 0;
+    });
+    ASSERT_TRUE(wait_stopped(victim)) << "the victim never arrived";
+    kill_child(victim);
+  }
+  // A newcomer attaches to "b" and reports "refused <code>: <why>", or
+  // "attached" and then its first wait's outcome.
+  testing::ChildProc& newcomer(int num_procs, std::chrono::milliseconds timeout) {
+    return fork_child([this, num_procs, timeout](int out) {
+      auto b = Barrier::attach(ns, "b", num_procs, opt(timeout));
+      if (!b) {
+        report(out, "refused " + std::string(code_name(b.error().code)) + ": " + b.error().message);
+        return 0;
+      }
+      report(out, "attached");
+      report(out, outcome(b->wait()));
+      return 0;
+    });
+  }
 };
 
 TEST_F(BarrierTest, ParticipantsCrossManyRoundsTogether) {
@@ -336,24 +362,9 @@ TEST_F(BarrierTest, NoNewcomerTakesAnEmptySeatWhileADeadParticipantsArrivalCount
     return 0;
   });
   ASSERT_EQ(read_line(a), "attached");
-  auto& victim = fork_child([&](int) {
-    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
-    auto b = Barrier::attach(ns, "b", 3, opt());
-    (void)b->wait();
-    return 0;
-  });
-  ASSERT_TRUE(wait_stopped(victim)) << "B never arrived";  // B has entered round 0
-  kill_child(victim);
-  auto& c = fork_child([&](int out) {
-    auto b = Barrier::attach(ns, "b", 3, opt(1500ms));
-    if (!b) {
-      report(out, "refused " + std::string(code_name(b.error().code)) + ": " + b.error().message);
-      return 0;
-    }
-    report(out, "attached");
-    report(out, outcome(b->wait()));
-    return 0;
-  });
+  arrive_then_die(3);  // B has entered round 0
+  if (HasFatalFailure()) return;
+  auto& c = newcomer(3, 1500ms);
   std::string got = read_line(c);
   EXPECT_EQ(got.rfind("refused broken: ", 0), 0u) << got;
   EXPECT_NE(got.find("died holding its seat"), std::string::npos) << got;
@@ -376,24 +387,9 @@ TEST_F(BarrierTest, ReplacementForADeadParticipantIsRefusedAndReleasesNoRound) {
     return 0;
   });
   ASSERT_EQ(read_line(a), "attached");
-  auto& victim = fork_child([&](int) {
-    if (!failpoint::set_pause_spec("crash/barrier/wait/before-sleep:1").empty()) return 2;
-    auto b = Barrier::attach(ns, "b", 2, opt());
-    (void)b->wait();
-    return 0;
-  });
-  ASSERT_TRUE(wait_stopped(victim)) << "B never arrived";  // B has entered round 0
-  kill_child(victim);
-  auto& c = fork_child([&](int out) {
-    auto b = Barrier::attach(ns, "b", 2, opt(2000ms));
-    if (!b) {
-      report(out, "refused " + std::string(code_name(b.error().code)) + ": " + b.error().message);
-      return 0;
-    }
-    report(out, "attached");
-    report(out, outcome(b->wait()));
-    return 0;
-  });
+  arrive_then_die(2);  // B has entered round 0
+  if (HasFatalFailure()) return;
+  auto& c = newcomer(2, 2000ms);
   std::string got = read_line(c);
   EXPECT_EQ(got.rfind("refused broken: ", 0), 0u) << got;
   EXPECT_NE(got.find("died holding its seat"), std::string::npos) << got;
