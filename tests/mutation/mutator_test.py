@@ -261,5 +261,53 @@ class Judging(unittest.TestCase):
         self.assertEqual(sorted(set(eq) - ids), [])
 
 
+@unittest.skipUnless(shutil.which("g++") and shutil.which("objcopy"), "needs g++ and objcopy")
+class CompiledEquivalence(unittest.TestCase):
+    """A mutant is excused as equivalent, without a run, only when its object
+    file is the unmutated one's but for debug information."""
+
+    SRC = "int f(int a) {\n  if (a <= 10) return 1;\n  return a * 3;\n}\n"
+
+    def compile(self, tmp, name, text):
+        src = os.path.join(tmp, name + ".cc")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        obj = os.path.join(tmp, name, "f.cc.o")  # one basename, as a mutant's copy has
+        os.makedirs(os.path.dirname(obj))
+        subprocess.run(["g++", "-O2", "-g", "-c", src, "-o", obj], check=True)
+        return obj
+
+    def test_a_change_that_moves_only_lines_is_the_same_object_code(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a = self.compile(tmp, "a", self.SRC)
+            b = self.compile(tmp, "b", "\n\n" + self.SRC)  # debug line numbers differ
+            self.assertTrue(mutation.same_object_code(a, b))
+
+    def test_a_changed_boundary_is_other_object_code(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a = self.compile(tmp, "a", self.SRC)
+            b = self.compile(tmp, "b", self.SRC.replace("a <= 10", "a < 10"))
+            self.assertFalse(mutation.same_object_code(a, b))
+
+    def test_a_missing_object_is_never_equivalent(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a = self.compile(tmp, "a", self.SRC)
+            self.assertFalse(mutation.same_object_code(a, os.path.join(tmp, "absent.o")))
+            self.assertFalse(mutation.same_object_code(a, None))
+
+    def test_the_objects_compared_are_the_mutants_copy_and_the_shared_base(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cf = os.path.join(tmp, "tests", "mutants", "CMakeFiles")
+            mut = os.path.join(cf, "shmstress-worker-barrier-eq-flip-123456.dir", "barrier-eq-flip-123456", "lib",
+                               "src", "barrier.cc.o")
+            base = os.path.join(cf, "mutbase_barrier.dir", "__", "__", "lib", "src", "barrier.cc.o")
+            other = os.path.join(cf, "mutbase_lease.dir", "__", "__", "lib", "src", "lease.cc.o")
+            for p in (mut, base, other):
+                os.makedirs(os.path.dirname(p))
+                open(p, "w").close()
+            self.assertEqual(mutation.mutant_objects(tmp, "barrier-eq-flip-123456", "lib/src/barrier.cc"), (mut, base))
+            self.assertEqual(mutation.mutant_objects(tmp, "lease-eq-flip-654321", "lib/src/lease.cc"), (None, other))
+
+
 if __name__ == "__main__":
     unittest.main()
