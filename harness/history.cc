@@ -1057,7 +1057,10 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
   }
   for (Exit& e : h.exits) {
     if (e.signal <= 0) continue;  // a worker that announced a point but exited did not crash there
-    if (const Point* p = find_point(b.points, e)) e.crash_point = p->name;
+    if (const Point* p = find_point(b.points, e)) {
+      e.crash_point = p->name;
+      e.crash_point_t = p->t;
+    }
   }
 
   // A worker cannot have waited longer than the kernel says it did by its

@@ -148,6 +148,11 @@ struct Exit {
   bool signal_sent_by_harness = false;  // SIGKILL from a fault or from teardown
   bool teardown = false;     // killed because the trial ended / timed out
   std::string crash_point;   // set if it killed itself at a named crash point
+  // When it announced that point (-1: no crash point). Nothing follows the
+  // announcement but the SIGKILL it raises, so it was gone from then on; `t`
+  // is only when the supervisor reaped it, which may be after a peer failed
+  // on its death.
+  std::int64_t crash_point_t = -1;
   // The worker's final cumulative wait for a CPU, read by the supervisor from
   // the zombie before reaping it (-1: unknown): with the last value the worker
   // logged, how long the scheduler kept it from exiting.

@@ -46,6 +46,10 @@ std::string who(const Exit& e) {
   return who(e.job, e.rank, e.pid, e.worker);
 }
 
+std::int64_t gone_t(const Exit& e) {
+  return e.crash_point.empty() || e.crash_point_t < 0 ? e.t : std::min(e.t, e.crash_point_t);
+}
+
 namespace {
 int seat_workers(const History& h, int job) {
   if (job < 0 || static_cast<std::size_t>(job) >= h.meta.jobs.size()) return 0;

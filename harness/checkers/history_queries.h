@@ -45,6 +45,10 @@ std::string ms(std::int64_t ns);
 std::string who(int job, int rank, int pid, int worker = -1);
 std::string who(const Op& op);
 std::string who(const Exit& e);
+// The moment from which the process of `e` is known to be gone: the
+// announcement of the crash point it killed itself at, else its exit as the
+// supervisor reaped it (a death is never dated later than that).
+std::int64_t gone_t(const Exit& e);
 
 // Barrier seats. A job's barrier has a seat per rank, or, when loader workers
 // enter it in their ranks' place (JobMeta::barrier_workers = W > 0), a seat

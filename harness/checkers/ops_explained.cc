@@ -56,7 +56,7 @@ std::string by_fault(const History& h, const Op& op) {
 
 std::string by_death(const History& h, const Op& op) {
   for (const Exit& e : h.exits) {
-    if (e.job != op.job || e.pid == op.pid || e.t > op.complete_t) continue;
+    if (e.job != op.job || e.pid == op.pid || checks::gone_t(e) > op.complete_t) continue;
     if (e.signal > 0 || e.launcher || !e.crash_point.empty()) return checks::who(e) + " was gone";
   }
   return "";
@@ -160,7 +160,8 @@ std::string false_claim(const History& h, const Op& op) {
   }
   if (msg.find("a participant died holding the barrier lock") != std::string::npos) {
     for (const Exit& e : h.exits) {
-      if (e.job == op.job && e.pid != op.pid && e.t <= op.complete_t + 1 && (e.signal > 0 || !e.crash_point.empty())) {
+      if (e.job == op.job && e.pid != op.pid && checks::gone_t(e) <= op.complete_t + 1 &&
+          (e.signal > 0 || !e.crash_point.empty())) {
         return "";
       }
     }

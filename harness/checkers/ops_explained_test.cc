@@ -2,6 +2,7 @@
 // directions, and the claims an error makes about who died or left.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <string>
 
@@ -139,6 +140,31 @@ TEST(OpsExplained, AnUnnamedParticipantDyingInTheLockNeedsADeathInTheJob) {
   auto r = check("ops.explained", e.build(meta(2, 1, 0)));
   EXPECT_EQ(r.verdict, Verdict::kInvalid) << dump(r);
   EXPECT_NE(r.problems.front().find("no process of the job had died"), std::string::npos) << dump(r);
+}
+
+// A peer that killed itself at a crash point: its `point` event, then its
+// SIGKILL exit as the supervisor reaped it (crash-points trial 252 of a 30-min
+// soak: the reap came 0.5 ms after a newcomer was refused its seat).
+Events peer_crashed(double announced, double reaped) {
+  auto e = failing_round("broken", "barrier is broken: participant 0 (pid 10) died holding its seat");
+  e.add({{"t", Events::at(announced)}, {"type", "point"}, {"name", "crash/barrier/wait/after-enter"}, {"hit", 7},
+         {"job", 0}, {"rank", 0}, {"local_rank", 0}, {"pid", 10}});
+  e.exit(0, 0, -1, 10, reaped, {{"signal", SIGKILL}});
+  return e;
+}
+
+TEST(OpsExplained, APeerGoneAtItsCrashPointExplainsAFailureBeforeItsExitIsReaped) {
+  auto r = check("ops.explained", peer_crashed(20, 60).build(meta(2, 1, 0)));  // failed at 50
+  EXPECT_EQ(r.verdict, Verdict::kValid) << dump(r);
+  EXPECT_TRUE(reached(r, "failure-explained-by-death")) << dump(r);
+}
+
+TEST(OpsExplained, ACrashPointAnnouncedAfterTheFailureExplainsNothing) {
+  auto r = check("ops.explained", peer_crashed(55, 60).build(meta(2, 1, 0)));  // failed at 50
+  EXPECT_EQ(r.verdict, Verdict::kInvalid) << dump(r);
+  EXPECT_TRUE(std::any_of(r.problems.begin(), r.problems.end(),
+                          [](const std::string& p) { return p.find("with no cause the history shows") != std::string::npos; }))
+      << dump(r);
 }
 
 }  // namespace
