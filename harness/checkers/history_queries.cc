@@ -46,10 +46,6 @@ std::string who(const Exit& e) {
   return who(e.job, e.rank, e.pid, e.worker);
 }
 
-std::int64_t gone_t(const Exit& e) {
-  return e.crash_point.empty() || e.crash_point_t < 0 ? e.t : std::min(e.t, e.crash_point_t);
-}
-
 namespace {
 int seat_workers(const History& h, int job) {
   if (job < 0 || static_cast<std::size_t>(job) >= h.meta.jobs.size()) return 0;
@@ -274,6 +270,10 @@ std::int64_t dead_by(const History& h, int job, int rank, int pid) {
   }
   return t;
 }
+
+// build_history sets crash_point_t only with crash_point, from a point at or
+// before the exit: never later than e.t.
+std::int64_t gone_t(const Exit& e) { return e.crash_point_t >= 0 ? e.crash_point_t : e.t; }
 
 std::set<std::string> foreign_names(const History& h) {
   std::set<std::string> names;

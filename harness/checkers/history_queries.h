@@ -45,10 +45,6 @@ std::string ms(std::int64_t ns);
 std::string who(int job, int rank, int pid, int worker = -1);
 std::string who(const Op& op);
 std::string who(const Exit& e);
-// The moment from which the process of `e` is known to be gone: the
-// announcement of the crash point it killed itself at, else its exit as the
-// supervisor reaped it (a death is never dated later than that).
-std::int64_t gone_t(const Exit& e);
 
 // Barrier seats. A job's barrier has a seat per rank, or, when loader workers
 // enter it in their ranks' place (JobMeta::barrier_workers = W > 0), a seat
@@ -119,6 +115,13 @@ std::int64_t last_alive(const History& h, int job, int rank, int pid);
 // The first moment the worker certainly was dead: the supervisor saw a
 // SIGKILL's effect (Fault::effect_t), or reaped it. kNever if neither.
 std::int64_t dead_by(const History& h, int job, int rank, int pid);
+// The moment from which the process of `e` acted no more, for judging what a
+// peer's error says of its death: the announcement of the crash point it
+// killed itself at (nothing follows it but its own SIGKILL), else its reaping.
+// Unlike dead_by, not a certain death: the kernel may still count it alive for
+// the instant between its announcement and its SIGKILL, so a bound on how soon
+// a death is noticed must not start here.
+std::int64_t gone_t(const Exit& e);
 
 // Names (segments or lock paths) a fault seeded as another user's: faults
 // whose detail has "foreign": true and a "name", "path" or "names"; a shm
