@@ -476,6 +476,10 @@ struct Builder {
           error(index, t, "acquire present must be a list of names or {name, dev, ino}", ev);
         }
       }
+      if (v.contains("removed") && !string_list(v, "removed", &op.removed)) {
+        op.removed.clear();
+        error(index, t, "acquire removed must be a list of names", ev);
+      }
     } else if (op.op == "barrier") {
       if (v.contains("round")) {
         op.generation = get_i64(v, "round");

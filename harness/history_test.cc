@@ -694,6 +694,19 @@ TEST(BuildHistory, SegmentWitnessAndPresentValuesAreTyped) {
   EXPECT_TRUE(AnyContains(errors, "acquire ok needs an integer prefix >= 0"));
 }
 
+TEST(BuildHistory, AnAcquiresRemovedNamesAreReadAndABadListIsAHistoryError) {
+  std::vector<std::string> errors;
+  History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "acquire"),
+                     Ok(2, 0, 0, 7, 1, Json{{"prefix", 3}, {"removed", {"/r000001_barrier"}}}),
+                     Invoke(3, 0, 0, 7, 2, "acquire"),
+                     Ok(4, 0, 0, 7, 2, Json{{"prefix", 4}, {"removed", {"/r000002_x", 7}}}), Trial(9, "end")},
+                    &errors);
+  ASSERT_EQ(h.ops.size(), 2u);
+  EXPECT_EQ(h.ops[0].removed, std::vector<std::string>{"/r000001_barrier"});
+  EXPECT_TRUE(h.ops[1].removed.empty()) << "a list with a bad entry shows nothing";
+  EXPECT_TRUE(AnyContains(errors, "acquire removed must be a list of names"));
+}
+
 TEST(BuildHistory, PoolFolderFileChmodAndRemoveValuesAreTyped) {
   const std::string dir = "/dev/shm/joblib_memmapping_folder_7_a_b";
   History h = Build({Trial(0, "start"), Invoke(1, 0, 0, 7, 1, "pool"),

@@ -1,6 +1,7 @@
 // Delivering the plan's faults: signals and their observed effect, pauses
 // that begin when a worker stops itself, reused pids, ghost jobs, seeded
 // shared-memory state, and helpers holding locks.
+#include "lock_holder.h"
 #include "supervisor_internal.h"
 
 namespace harness::supervision {
@@ -506,46 +507,6 @@ void Supervisor::release_helper(pid_t h) {
   while (::waitpid(h, nullptr, 0) < 0 && errno == EINTR) {
   }
   std::erase(helpers_, h);
-}
-
-// A process that holds `path` with flock: stopped, or (inherited) a
-// forgotten child of a process that has since died, holding its fd.
-pid_t Supervisor::hold_lock(const std::string& path, bool inherited) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return -1;
-  const pid_t supervisor = ::getpid();
-  pid_t child = ::fork();
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = ::open(path.c_str(), O_RDWR);
-    // Never waits: a lock someone holds already is refused, not a hang.
-    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) ::_exit(1);
-    if (inherited) {
-      pid_t grandchild = ::fork();
-      if (grandchild == 0) {
-        // Outlive its parent (that is the point), but not the supervisor: once
-        // reparented to it (we are its subreaper, or init), die with it.
-        while (::getppid() != supervisor) {
-          if (::getppid() == 1) ::_exit(0);
-          ::usleep(1000);
-        }
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != supervisor) ::_exit(0);
-        for (;;) ::pause();
-      }
-      (void)!::write(p[1], &grandchild, sizeof grandchild);
-      ::_exit(0);  // the "dead rank": its child keeps the lock through the inherited fd
-    }
-    pid_t me = ::getpid();
-    (void)!::write(p[1], &me, sizeof me);
-    ::raise(SIGSTOP);
-    for (;;) ::pause();
-  }
-  ::close(p[1]);
-  pid_t holder = -1;
-  if (::read(p[0], &holder, sizeof holder) != sizeof holder) holder = -1;
-  ::close(p[0]);
-  return holder;
 }
 
 }  // namespace harness::supervision

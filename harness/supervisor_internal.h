@@ -409,7 +409,6 @@ class Supervisor {
   void seed();
   void end_seeded(const std::string& kind, Json detail, std::int64_t t);
   void release_helper(pid_t h);
-  pid_t hold_lock(const std::string& path, bool inherited);
 
   // supervisor_teardown.cc: the trial's end (heal, teardown, the cleanup
   // step, the audit of what is left).

@@ -619,7 +619,10 @@ std::optional<shmcoord::Lease> acquire(Ctx& c, const Plan& p, std::optional<shmc
           }
         }
       }
-      op.ok({{"prefix", l->prefix}, {"present", present}});
+      // And what the acquire itself removed on the way (a dead job's names):
+      // without it a sweep inside an acquire leaves no trace, and a reuse of
+      // the dead job's prefix cannot be judged.
+      op.ok({{"prefix", l->prefix}, {"present", present}, {"removed", l->removed}});
       if (int n = count_fds(); n >= 0) {
         Json f = c.base("fds");
         f["count"] = n;

@@ -497,6 +497,46 @@ TEST(PrefixUnique, KilledHoldersPrefixReusedAfterACleanupIsValid) {
   EXPECT_TRUE(Reached(r, "prefix-reclaimed-from-dead-job")) << Dump(r);
 }
 
+// 30-minute soak, window-neighbours trial 480: the dead job's names went in
+// the sweep of an acquire (here another job's), which said so; the reuse
+// after it is no clash.
+TEST(PrefixUnique, KilledHoldersPrefixReusedAfterAnAcquireRemovedItsNamesIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Ok(2, 0, "acquire", 6, 7, {{"prefix", 1}, {"removed", {"/shm.000000_barrier"}}})
+                  .Acquire(1, 0, 10, 11, 0)
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"}), Job(1, 0, {"/data/2"})}));
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "prefix-reclaimed-from-dead-job")) << Dump(r);
+}
+
+// The same, the sweep in the reusing job's own acquire.
+TEST(PrefixUnique, AnAcquireThatRemovedTheDeadJobsNamesItselfReusesThePrefixValidly) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Ok(1, 0, "acquire", 10, 11, {{"prefix", 0}, {"removed", {"/shm.000000_barrier"}}})
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"})}));
+  EXPECT_VERDICT(Check("prefix.unique", h), kValid);
+}
+
+// Removed by an acquire begun before the death: maybe a previous user's names,
+// before the dead job made its own. No evidence.
+TEST(PrefixUnique, AnAcquireBegunBeforeTheDeathShowsNothingOfTheDeadJobsNames) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Ok(2, 0, "acquire", 3, 7, {{"prefix", 1}, {"removed", {"/shm.000000_barrier"}}})
+                  .Killed(0, 0, 4)
+                  .Acquire(1, 0, 10, 11, 0)
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(1, 0, {"/data/1"}), Job(1, 0, {"/data/2"})}));
+  EXPECT_VERDICT(Check("prefix.unique", h), kUnknown);
+}
+
 TEST(PrefixUnique, ACleanupThatKeptThePrefixDoesNotEndTheDeadHold) {
   History h = Trial()
                   .Acquire(0, 0, 1, 2, 0)

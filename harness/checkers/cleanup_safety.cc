@@ -78,18 +78,23 @@ const checks::RankHold* hold_at(const std::vector<checks::JobHold>& holds, int j
   return nullptr;
 }
 
-// Who reported removing `name` between `from` and `to`: a cleanup, or another
-// pool's own delete (a `remove` of it or of a folder holding it).
+// Who reported removing `name` between `from` and `to`: a cleanup, an
+// acquire's sweep, or another pool's own delete (a `remove` of it or of a
+// folder holding it).
 std::string removed_by(const History& h, const std::string& name, std::int64_t from,
                        std::int64_t to) {
   for (const Op& op : h.ops) {
-    if ((op.op != "clean" && op.op != "remove") || op.complete_t < from || op.invoke_t > to) continue;
-    if (op.op == "clean" && op.outcome != Outcome::kOk) continue;
+    if ((op.op != "clean" && op.op != "remove" && op.op != "acquire") || op.complete_t < from ||
+        op.invoke_t > to) {
+      continue;
+    }
+    if (op.op != "remove" && op.outcome != Outcome::kOk) continue;
     bool named = std::find(op.removed.begin(), op.removed.end(), name) != op.removed.end();
     if (op.op == "remove") named = named || checks::under(name, checks::json_string(op.args, "name"));
     if (named) {
       return fmt::format("the {} by {} ({} to {}) reported removing it",
-                         op.op == "clean" ? "cleanup" : "delete", checks::who(op),
+                         op.op == "clean" ? "cleanup" : op.op == "acquire" ? "acquire" : "delete",
+                         checks::who(op),
                          checks::at(h, op.invoke_t), checks::at(h, op.complete_t));
     }
   }

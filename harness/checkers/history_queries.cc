@@ -423,6 +423,19 @@ void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
         j.stale_end = op.complete_t;
         j.stale_ended_by = fmt::format("cleanup by {} completed {}", who(op), at(h, op.complete_t));
       }
+    } else if (op.op == "acquire" && op.invoke_t >= death_t &&
+               std::ranges::any_of(op.removed, [&](const std::string& n) { return name_prefix(h, n) == j.prefix; })) {
+      // An acquire begun after the death removed names of the prefix on its
+      // way (its sweep): the dead job's, gone from some moment of that
+      // acquire on, the earliest being its invoke. (One begun before the
+      // death may have removed a previous user's names, before the dead job
+      // made its own: no evidence.)
+      std::int64_t end = op.invoke_t;
+      if (end < j.stale_end) {
+        j.stale_end = end;
+        j.stale_ended_by = fmt::format("the acquire by {} removed its names, invoked {}", who(op),
+                                       at(h, op.invoke_t));
+      }
     } else if (op.op == "acquire" && op.complete_t > death_t && op.job != j.job &&
                op.prefix == j.prefix && fresh_grant(h, op)) {
       // The worker saw nothing of the prefix when it was granted: the dead

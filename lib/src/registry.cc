@@ -140,6 +140,9 @@ std::string withdrawn_reason(const Slot& s) {
 struct Core {
   const Namespace& ns;
   RegistryLayout* L;
+  // Hears of every name removed through this Core, whatever the path (a
+  // sweep, a dead run's reap, a free prefix's leftovers): acquire's audit.
+  std::vector<std::string>* audit = nullptr;
 
   void bump() {
     // Waiters raise epoch_waiters before FUTEX_WAIT and we bump epoch before
@@ -184,6 +187,7 @@ struct Core {
         std::string why = remove_entry(e);
         if (why.empty()) {
           if (removed) removed->push_back(e.name);
+          if (audit) audit->push_back(e.name);
           if (rep) rep->removed.push_back({e.name, "prefix " + std::to_string(p) + " has no live holder"});
           continue;
         }
@@ -348,7 +352,11 @@ struct Registry::Impl {
   bool create = true;  // a handle opened without create never recreates a removed registry
   pid_t pid = 0;       // the process that opened it (messages)
 
-  Core core() { return Core{ns, L}; }
+  // Set only by acquire, only while it holds the registry lock (so never by
+  // two callers at once): where its Core reports what it removed.
+  std::vector<std::string>* audit = nullptr;
+
+  Core core() { return Core{ns, L, audit}; }
 
   // A handle opened without create whose registry a cleanup retired (and
   // removed): nothing to reap or show, and nothing may be created for it,
@@ -663,9 +671,15 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
   const Owner me = lease->owner();
   int p = -1;
   std::uint64_t serial = 0;
+  std::vector<std::string> removed;
   {
     auto g = I.lock(d, lock_id(me));
     if (!g) return std::unexpected(g.error());
+    I.audit = &removed;
+    struct Unset {
+      Impl& i;
+      ~Unset() { i.audit = nullptr; }
+    } unset{I};
     failpoint::crash_window("crash/registry/acquire-locked");
     auto found = I.find_job(spec, blob, blob_len, me);
     if (!found) return std::unexpected(found.error());
@@ -688,7 +702,7 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
   if (auto w = I.join_wait(p, serial, spec, d, me); !w) return std::unexpected(w.error());
   failpoint::crash_window("crash/registry/joined");
   lease->keep();  // released by release()
-  return Lease{p, serial, spec.local_rank, ::getpid()};
+  return Lease{p, serial, spec.local_rank, ::getpid(), std::move(removed)};
 }
 
 Status Registry::release(const Lease& lease) {

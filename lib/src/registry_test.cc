@@ -803,6 +803,38 @@ TEST_F(RegistryTest, AcquireThatCannotListNamesGrantsNoPrefixOverADeadJobsSegmen
   EXPECT_TRUE(shm_names_with(stale).empty());
 }
 
+// What an acquire removed is in its Lease: the evidence a checker needs that
+// a dead job's names were gone before the prefix was granted again.
+TEST_F(RegistryTest, AnAcquireNamesWhatItRemovedOfADeadRunAndOfLeftovers) {
+  testing::ShmTest::Gate never;
+  auto& dead = fork_child([&](int out) {
+    auto reg = Registry::open(ns);
+    auto l = reg->acquire(job("j", 0, 1));
+    if (l) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+    report(out, l ? "held " + std::to_string(l->prefix) : l.error().to_string());
+    never.wait_go();
+    return 0;
+  });
+  ASSERT_EQ(read_line(dead), "held 0");
+  kill_child(dead);
+  const std::string leftover = ns.shm_name(Namespace::prefix_suffix(1, "locals"));
+  make_segment(leftover, 0);  // a free prefix's leftovers: nobody's slot
+  auto reg = Registry::open(ns);
+  ASSERT_TRUE(reg) << reg.error().to_string();
+  auto l = reg->acquire(job("j", 0, 1));  // its dead run is in the way: reaped first
+  ASSERT_TRUE(l) << l.error().to_string();
+  EXPECT_EQ(l->prefix, 0);
+  EXPECT_EQ(l->removed, std::vector<std::string>{ns.shm_name(Namespace::prefix_suffix(0, "shard_states"))});
+  auto other = reg->acquire(job("k", 0, 1));
+  ASSERT_TRUE(other) << other.error().to_string();
+  EXPECT_EQ(other->prefix, 1);
+  EXPECT_EQ(other->removed, std::vector<std::string>{leftover});
+  auto clean = reg->acquire(job("m", 0, 1));
+  ASSERT_TRUE(clean) << clean.error().to_string();
+  EXPECT_TRUE(clean->removed.empty()) << "nothing was in the way";
+  for (const Lease* x : {&*l, &*other, &*clean}) EXPECT_TRUE(reg->release(*x));
+}
+
 // 5. A holder in one container (pid 2) stops inside the registry lock, half-way
 // through a claim; its pid twin in another container (pid 2 too) blocks on the
 // lock and dies there. The kernel compares the futex word's owner tid (2) with

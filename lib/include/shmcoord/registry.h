@@ -106,6 +106,12 @@ struct Lease {
   std::uint64_t serial = 0;  // distinguishes this claim from later reuse of the prefix
   int local_rank = -1;
   pid_t pid = 0;             // the process that acquired it (0: unknown); only it may release it
+  // What this acquire removed under the registry lock before it was granted:
+  // names a dead job or a previous user left (a sweep, a dead run of this
+  // job, a free prefix's leftovers). An audit trail for whoever must show
+  // that a dead job's resources were gone before its prefix was reused;
+  // nothing in the library reads it.
+  std::vector<std::string> removed;
 };
 
 struct SlotInfo {
