@@ -52,7 +52,25 @@ void make_segment(const std::string& name, std::size_t size) {
   ::close(fd);
 }
 
-class RegistryTest : public ShmTest {};
+class RegistryTest : public ShmTest {
+ protected:
+  // A run of job `key` that acquires, makes a shard_states segment under its
+  // prefix and is SIGKILLed holding both; returns what it said it held.
+  std::string dead_holder(const std::string& key) {
+    testing::ShmTest::Gate never;
+    auto& dead = fork_child([&](int out) {
+      auto reg = Registry::open(ns);
+      auto l = reg->acquire(job(key, 0, 1));
+      if (l) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
+      report(out, l ? "held " + std::to_string(l->prefix) : l.error().to_string());
+      never.wait_go();
+      return 0;
+    });
+    std::string said = read_line(dead);
+    kill_child(dead);
+    return said;
+  }
+};
 
 TEST_F(RegistryTest, SingleRankJobGetsLowestPrefixAndReleaseFreesIt) {
   auto reg = Registry::open(ns);
@@ -769,17 +787,7 @@ TEST_F(RegistryTest, AcquireWithALockDirThatCannotBeListedFailsNamingIt) {
 // without removing its names (the listing failure was ignored), and claim's
 // leftover check (same failure) granted its prefix over its segment.
 TEST_F(RegistryTest, AcquireThatCannotListNamesGrantsNoPrefixOverADeadJobsSegment) {
-  testing::ShmTest::Gate never;
-  auto& dead = fork_child([&](int out) {
-    auto reg = Registry::open(ns);
-    auto l = reg->acquire(job("j", 0, 1));
-    if (l) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
-    report(out, l ? "held " + std::to_string(l->prefix) : l.error().to_string());
-    never.wait_go();
-    return 0;
-  });
-  ASSERT_EQ(read_line(dead), "held 0");
-  kill_child(dead);
+  ASSERT_EQ(dead_holder("j"), "held 0");
   const std::string stale = ns.root + "000000_shard_states";
   auto& c = fork_child([&](int out) {
     auto reg = Registry::open(ns);
@@ -806,17 +814,7 @@ TEST_F(RegistryTest, AcquireThatCannotListNamesGrantsNoPrefixOverADeadJobsSegmen
 // What an acquire removed is in its Lease: the evidence a checker needs that
 // a dead job's names were gone before the prefix was granted again.
 TEST_F(RegistryTest, AnAcquireNamesWhatItRemovedOfADeadRunAndOfLeftovers) {
-  testing::ShmTest::Gate never;
-  auto& dead = fork_child([&](int out) {
-    auto reg = Registry::open(ns);
-    auto l = reg->acquire(job("j", 0, 1));
-    if (l) make_segment(ns.shm_name(Namespace::prefix_suffix(l->prefix, "shard_states")), 64);
-    report(out, l ? "held " + std::to_string(l->prefix) : l.error().to_string());
-    never.wait_go();
-    return 0;
-  });
-  ASSERT_EQ(read_line(dead), "held 0");
-  kill_child(dead);
+  ASSERT_EQ(dead_holder("j"), "held 0");
   const std::string leftover = ns.shm_name(Namespace::prefix_suffix(1, "locals"));
   make_segment(leftover, 0);  // a free prefix's leftovers: nobody's slot
   auto reg = Registry::open(ns);
