@@ -537,6 +537,38 @@ TEST(PrefixUnique, AnAcquireBegunBeforeTheDeathShowsNothingOfTheDeadJobsNames) {
   EXPECT_VERDICT(Check("prefix.unique", h), kUnknown);
 }
 
+// 30-minute soak, crash-points trial 237: the reusing job's first acquire
+// began before the dead job's names were shown gone (by its peer's grant,
+// which saw nothing left), but its grant may have come after: only acquires
+// in flight meet the stale time, and some order is clean.
+TEST(PrefixUnique, AReuseThatMeetsTheDeadHoldOnlyWhileItsAcquiresAreInFlightIsValid) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Ok(1, 0, "acquire", 5, 12, {{"prefix", 0}, {"present", {"/shm.000000_barrier"}}})
+                  .Ok(1, 1, "acquire", 7, 11, {{"prefix", 0}, {"present", Json::array()}})
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(2, 0, {"/data/1"})}));
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "prefix-handover-in-flight")) << Dump(r);
+}
+
+// The same, but the reusing job certainly held the prefix (an acquire had
+// returned) before anything showed the dead job's names gone.
+TEST(PrefixUnique, AReuseCertainlyHeldBeforeTheDeadJobsNamesWereShownGoneIsUnknown) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Killed(0, 0, 4)
+                  .Ok(1, 0, "acquire", 5, 8, {{"prefix", 0}, {"present", {"/shm.000000_barrier"}}})
+                  .Ok(1, 1, "acquire", 9, 11, {{"prefix", 0}, {"present", Json::array()}})
+                  .End(20)
+                  .Build(Meta({Job(1, 0, {"/data/0"}), Job(2, 0, {"/data/1"})}));
+  CheckResult r = Check("prefix.unique", h);
+  EXPECT_VERDICT(r, kUnknown);
+  EXPECT_TRUE(Names(r, {"prefix 0", "nothing shows the dead job's resources were gone"})) << Dump(r);
+}
+
 TEST(PrefixUnique, ACleanupThatKeptThePrefixDoesNotEndTheDeadHold) {
   History h = Trial()
                   .Acquire(0, 0, 1, 2, 0)
