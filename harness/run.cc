@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "concurrency.h"
 #include "coverage.h"
@@ -25,6 +26,7 @@
 #include "run_lease.h"
 #include "subjects.h"
 #include "supervisor.h"
+#include "trial_dirs.h"
 
 namespace harness {
 namespace fs = std::filesystem;
@@ -584,6 +586,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   std::uint64_t violations = 0, new_violations = 0;
   int kept_failing = 0;
   std::deque<std::string> kept_passing;  // dirs, oldest first
+  // Passing trials' dirs are reused (trial_dirs.h) only where no process of
+  // a trial outlives its supervisor (its own pid namespace, as root): a
+  // straggler must never write into the next trial's dir.
+  std::optional<SpareDirs> spares;
+  if (opt.allow_mount_ns && ::geteuid() == 0) spares.emplace(r.out_dir + "/.spare", 64);
 
   auto progress = [&](bool final) {
     Progress p;
@@ -677,7 +684,12 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           }
         }
         dir_ec.clear();
-        if (not_ours.empty()) fs::create_directories(dir, dir_ec);
+        if (not_ours.empty()) {
+          fs::create_directories(fs::path(dir).parent_path(), dir_ec);
+          std::set<std::string> labels;
+          for (const WorkerPlan& w : plan.workers) labels.insert(fmt::format("job{}-rank{}", w.job, w.rank));
+          if (dir_ec || !spares || !spares->take(dir, labels)) fs::create_directories(dir, dir_ec);
+        }
         if (!not_ours.empty() || dir_ec || !write_trial_file(dir + "/scenario.toml", p.s->raw_toml) ||
             !write_trial_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
           TrialResult t;  // the disk, not the subject: a harness failure
@@ -770,7 +782,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         kept_passing.pop_front();
       }
     } else {
-      fs::remove_all(done.dir, rm_ec);
+      if (spares) {
+        spares->give(done.dir);
+      } else {
+        fs::remove_all(done.dir, rm_ec);
+      }
       t.dir.clear();
       if (failing) t.dir_dropped = true;
     }
@@ -784,6 +800,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
     }
   }
+  spares.reset();  // the spares go before anything reads the out dir
   {
     itimerval off{};
     setitimer(ITIMER_REAL, &off, nullptr);

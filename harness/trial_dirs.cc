@@ -1,0 +1,106 @@
+#include "trial_dirs.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace harness {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The kind of `p` itself, never what a symlink names.
+fs::file_type kind(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type();
+}
+
+// Leaves in `dir` only real dirs whose names `keep` accepts, each emptied
+// but for its regular stdout.log and stderr.log (truncated); everything
+// kept is ours again and 0755. False on any error.
+template <typename Keep>
+bool scrub(const fs::path& dir, Keep keep) {
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    entries.push_back(it->path());
+  }
+  if (ec) return false;
+  for (const fs::path& e : entries) {
+    if (kind(e) != fs::file_type::directory || !keep(e.filename().string())) {
+      fs::remove_all(e, ec);
+      if (ec) return false;
+      continue;
+    }
+    std::vector<fs::path> inner;
+    for (auto it = fs::directory_iterator(e, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      inner.push_back(it->path());
+    }
+    if (ec) return false;
+    for (const fs::path& f : inner) {
+      const std::string name = f.filename().string();
+      if ((name == "stdout.log" || name == "stderr.log") && kind(f) == fs::file_type::regular) {
+        if (::truncate(f.c_str(), 0) != 0 || ::lchown(f.c_str(), ::geteuid(), ::getegid()) != 0 ||
+            ::chmod(f.c_str(), 0644) != 0) {
+          return false;
+        }
+        continue;
+      }
+      fs::remove_all(f, ec);
+      if (ec) return false;
+    }
+    if (::lchown(e.c_str(), ::geteuid(), ::getegid()) != 0 || ::chmod(e.c_str(), 0755) != 0) return false;
+  }
+  return ::chmod(dir.c_str(), 0755) == 0;
+}
+
+}  // namespace
+
+SpareDirs::SpareDirs(std::string root, std::size_t cap) : root_(std::move(root)), cap_(cap) {}
+
+SpareDirs::~SpareDirs() {
+  std::error_code ec;
+  if (!spares_.empty() || next_ > 0) fs::remove_all(root_, ec);
+}
+
+void SpareDirs::give(const std::string& dir) {
+  std::error_code ec;
+  if (spares_.size() >= cap_ || kind(dir) != fs::file_type::directory) {
+    fs::remove_all(dir, ec);
+    return;
+  }
+  const std::string spare = root_ + "/" + std::to_string(next_++);
+  fs::create_directories(root_, ec);
+  // Scrubbed once out of the trial's place: a dir a reader may be walking is
+  // never emptied under it.
+  if (ec || std::rename(dir.c_str(), spare.c_str()) != 0) {
+    fs::remove_all(dir, ec);
+    return;
+  }
+  if (!scrub(spare, [](const std::string& name) { return name.rfind("job", 0) == 0; })) {
+    fs::remove_all(spare, ec);
+    return;
+  }
+  spares_.push_back(spare);
+}
+
+bool SpareDirs::take(const std::string& dir, const std::set<std::string>& labels) {
+  std::error_code ec;
+  while (!spares_.empty()) {
+    const std::string spare = spares_.back();
+    spares_.pop_back();
+    if (std::rename(spare.c_str(), dir.c_str()) != 0) {
+      fs::remove_all(spare, ec);
+      continue;
+    }
+    if (scrub(dir, [&](const std::string& name) { return labels.contains(name); })) return true;
+    fs::remove_all(dir, ec);
+    return false;
+  }
+  return false;
+}
+
+}  // namespace harness
