@@ -6,7 +6,7 @@
 // it: cpu_wait_ns, docs/worker-protocol.md), but the subject's own deadlines
 // and the trial's timeout do, and faults fire late. So the target follows the
 // machine's load and the trials' own timing, up to RunOptions::max_parallel
-// (default 8 per core, run.h):
+// (default 16 per core, run.h):
 //
 // - it grows while the CPU has room: moderate CPU pressure (the share of time
 //   some runnable task waited, from /proc/pressure/cpu; without PSI, the run

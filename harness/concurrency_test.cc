@@ -143,17 +143,17 @@ TEST(LoadProbe, MeasuresAWindow) {
 
 // Native workers start in microseconds and report every op's CPU wait; an
 // external subject's interpreter start-up is invisible to the controller.
-TEST(DefaultMaxParallel, IsEightPerCoreForNativeWorkersAndOnePerCoreWithAnExternalSubject) {
+TEST(DefaultMaxParallel, IsSixteenPerCoreForNativeWorkersAndOnePerCoreWithAnExternalSubject) {
   Scenario native, streaming;
   streaming.subject = "streaming";
   RunOptions o;
-  EXPECT_EQ(default_max_parallel({native}, o, 2), 16);
+  EXPECT_EQ(default_max_parallel({native}, o, 2), 32);
   EXPECT_EQ(default_max_parallel({native, streaming}, o, 2), 2);
   o.subject = "exec:/usr/bin/python3 adapter.py";
   EXPECT_EQ(default_max_parallel({native}, o, 2), 2);
   o.subject = "native";
   o.subject_explicit = true;  // --subject native wins over the scenario's own
-  EXPECT_EQ(default_max_parallel({streaming}, o, 2), 16);
+  EXPECT_EQ(default_max_parallel({streaming}, o, 2), 32);
   o.max_parallel = 5;
   EXPECT_EQ(default_max_parallel({streaming}, o, 2), 5);
 }

@@ -70,10 +70,14 @@ struct RunOptions {
 // sleep (hold times, deadlines), and the timing checks do not count what an op
 // waited for a CPU (cpu_wait_ns, reported by the native worker and the
 // Streaming adapter), so more trials than cores report no false violations:
-// on 2 cores the catalog ran ~31 trials/s at 16 at once with none. The
-// controller (concurrency.h) still backs off when the run queue grows or
-// trials miss their deadlines. --max-parallel lowers or raises the ceiling.
-inline constexpr int kTrialsPerCore = 8;
+// on 2 cores the catalog ran ~31 trials/s at 32 at once with none (25 at
+// 16). 16 per core since 2026-11-28: the first round of a catalog, where a
+// run finds most of what it finds, ends sooner (issue 20 §4: median time to a
+// first violation over tests/mutants 1.7 -> 1.3 s, slowest 8.3 -> 6.1 s, one
+// run each), and a 30-minute soak at it had no violation. The controller
+// (concurrency.h) still backs off when the run queue grows or trials miss
+// their deadlines. --max-parallel lowers or raises the ceiling.
+inline constexpr int kTrialsPerCore = 16;
 // The same for a run with an external subject (exec:, e.g. the Streaming
 // adapter): its workers start an interpreter (with torch, ~1-2 s of CPU per
 // rank) before their first op, where no cpu_wait_ns can show the controller
