@@ -589,6 +589,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // Passing trials' dirs are reused (trial_dirs.h) only where no process of
   // a trial outlives its supervisor (its own pid namespace, as root): a
   // straggler must never write into the next trial's dir.
+  // (No scenario's dir can be .spare: a name may not start with '.'.)
   std::optional<SpareDirs> spares;
   if (opt.allow_mount_ns && ::geteuid() == 0) spares.emplace(r.out_dir + "/.spare", 64);
 
