@@ -55,12 +55,11 @@ pid_t hold_lock(const std::string& path, bool inherited) {
     if (::getppid() != caller) ::_exit(1);
     int fd = ::open(path.c_str(), O_RDWR);
     if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) ::_exit(1);
+    const pid_t me = ::getpid();
     if (inherited) {
-      const pid_t me = ::getpid();
       if (::fork() == 0) hold_as_orphan(me, caller, p[1]);
       ::_exit(0);  // the "dead rank": its child keeps the lock through the inherited fd
     }
-    const pid_t me = ::getpid();
     (void)!::write(p[1], &me, sizeof me);
     ::close(p[1]);
     ::raise(SIGSTOP);

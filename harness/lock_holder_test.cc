@@ -46,6 +46,14 @@ pid_t parent_of(pid_t pid) {
   return ppid;
 }
 
+// How `pid` ended: its exit code, or 100 + the signal that killed it.
+int wait_status(pid_t pid) {
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
 // Each case runs in its own child (a subreaper, as the supervisor is), so the
 // test process never becomes anyone's reaper; the child's exit code says
 // which promise broke (0: none).
@@ -55,10 +63,7 @@ int run_in_child(int (*body)(const std::string&), const std::string& path) {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     ::_exit(body(path));
   }
-  int st = 0;
-  while (::waitpid(c, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+  return wait_status(c);
 }
 
 void kill_and_reap(pid_t p) {
@@ -66,6 +71,21 @@ void kill_and_reap(pid_t p) {
   ::kill(p, SIGCONT);
   while (::waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
   }
+}
+
+// One holder, checked the moment hold_lock returns it, then killed: 0, or
+// the promise that broke. 1: no holder; 2: not our child (checked only with
+// `our_pids`: /proc shows our pid namespace's pids); 3: the lock free; 4: the
+// lock still held once the holder was killed.
+int hold_once(const std::string& path, bool inherited, bool our_pids) {
+  pid_t h = hold_lock(path, inherited);
+  if (h <= 0) return 1;
+  const pid_t parent = our_pids ? parent_of(h) : ::getpid();
+  const int held = probe(path);
+  kill_and_reap(h);
+  if (parent != ::getpid()) return 2;
+  if (held != EWOULDBLOCK) return 3;
+  return probe(path) == 0 ? 0 : 4;
 }
 
 class LockHolderTest : public ::testing::Test {
@@ -78,18 +98,9 @@ class LockHolderTest : public ::testing::Test {
   std::string path_;
 };
 
-// 1: no holder; 2: not yet our child when announced; 3: lock free when
-// announced; 4: lock still held after the holder was killed.
 int inherited_holder_settled(const std::string& path) {
   for (int i = 0; i < 100; ++i) {
-    pid_t h = hold_lock(path, true);
-    if (h <= 0) return 1;
-    const pid_t parent = parent_of(h);
-    const int held = probe(path);
-    kill_and_reap(h);
-    if (parent != ::getpid()) return 2;
-    if (held != EWOULDBLOCK) return 3;
-    if (probe(path) != 0) return 4;
+    if (int broken = hold_once(path, true, true)) return broken;
   }
   return 0;
 }
@@ -106,19 +117,11 @@ int inherited_holder_under_init(const std::string& path) {
   pid_t init = ::fork();
   if (init == 0) {
     for (int i = 0; i < 100; ++i) {
-      pid_t h = hold_lock(path, true);
-      if (h <= 0) ::_exit(1);
-      const int held = probe(path);
-      kill_and_reap(h);
-      if (held != EWOULDBLOCK) ::_exit(3);
-      if (probe(path) != 0) ::_exit(4);
+      if (int broken = hold_once(path, true, false)) ::_exit(broken);
     }
     ::_exit(0);
   }
-  int st = 0;
-  while (::waitpid(init, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+  return wait_status(init);
 }
 
 TEST_F(LockHolderTest, AnInheritedHolderStaysWhenTheCallerIsInitOfItsPidNamespace) {
@@ -127,16 +130,7 @@ TEST_F(LockHolderTest, AnInheritedHolderStaysWhenTheCallerIsInitOfItsPidNamespac
   EXPECT_EQ(rc, 0);
 }
 
-// 1: no holder; 2: not our child; 3: lock free when announced.
-int stopped_holder(const std::string& path) {
-  pid_t h = hold_lock(path, false);
-  if (h <= 0) return 1;
-  const pid_t parent = parent_of(h);
-  const int held = probe(path);
-  kill_and_reap(h);
-  if (parent != ::getpid()) return 2;
-  return held == EWOULDBLOCK ? 0 : 3;
-}
+int stopped_holder(const std::string& path) { return hold_once(path, false, true); }
 
 TEST_F(LockHolderTest, AStoppedHolderIsOurChildAndHoldsTheLock) {
   EXPECT_EQ(run_in_child(stopped_holder, path_), 0);

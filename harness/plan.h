@@ -15,6 +15,12 @@
 
 namespace harness {
 
+// A worker's label: its dir in the trial dir and its name in messages. Run
+// and supervisor agree on it (a reused trial dir keeps the next trial's).
+inline std::string worker_label(int job, int rank) {
+  return "job" + std::to_string(job) + "-rank" + std::to_string(rank);
+}
+
 struct WorkerPlan {
   int job = 0;
   int rank = 0;        // rank within the job

@@ -688,7 +688,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         if (not_ours.empty()) {
           fs::create_directories(fs::path(dir).parent_path(), dir_ec);
           std::set<std::string> labels;
-          for (const WorkerPlan& w : plan.workers) labels.insert(fmt::format("job{}-rank{}", w.job, w.rank));
+          for (const WorkerPlan& w : plan.workers) labels.insert(worker_label(w.job, w.rank));
           if (dir_ec || !spares || !spares->take(dir, labels)) fs::create_directories(dir, dir_ec);
         }
         if (!not_ours.empty() || dir_ec || !write_trial_file(dir + "/scenario.toml", p.s->raw_toml) ||

@@ -55,8 +55,7 @@ int Supervisor::run() {
   make_gate();
   for (const auto& w : plan_.workers) {
     if (launcher_of(plan_, w.job)) continue;  // its launcher starts it
-    if (start_worker(w, w.env, "job" + std::to_string(w.job) + "-rank" + std::to_string(w.rank)) <=
-        0) {
+    if (start_worker(w, w.env, worker_label(w.job, w.rank)) <= 0) {
       log_.emit({{"type", "harness-error"},
                  {"message", "spawn failed for job " + std::to_string(w.job) + " rank " +
                                  std::to_string(w.rank)}});

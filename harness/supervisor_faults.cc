@@ -266,7 +266,7 @@ void Supervisor::self_stopped(pid_t pid, Worker& w) {
            replacements_.push_back(std::move(again));
            pid_t fresh = start_worker(
                replacements_.back(), env,
-               "job" + std::to_string(job) + "-rank" + std::to_string(rank) + "-replacement");
+               worker_label(job, rank) + "-replacement");
            end["detail"]["replacement_pid"] = fresh > 0 ? workers_[fresh].self_pid : -1;
            end["detail"]["first_round"] = first;
            log_.emit(std::move(end));

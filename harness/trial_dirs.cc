@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 namespace harness {
 
@@ -18,29 +19,33 @@ fs::file_type kind(const fs::path& p) {
   return fs::symlink_status(p, ec).type();
 }
 
-// Leaves in `dir` only real dirs whose names `keep` accepts, each emptied
-// but for its regular stdout.log and stderr.log (truncated); everything
-// kept is ours again and 0755. False on any error.
-template <typename Keep>
-bool scrub(const fs::path& dir, Keep keep) {
+// The entries of `dir`, listed before any is touched; nullopt if it cannot be read.
+std::optional<std::vector<fs::path>> entries(const fs::path& dir) {
   std::error_code ec;
-  std::vector<fs::path> entries;
+  std::vector<fs::path> out;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    entries.push_back(it->path());
+    out.push_back(it->path());
   }
-  if (ec) return false;
-  for (const fs::path& e : entries) {
-    if (kind(e) != fs::file_type::directory || !keep(e.filename().string())) {
+  if (ec) return std::nullopt;
+  return out;
+}
+
+// Leaves in `dir` only its real dirs named job*, each emptied but for its
+// regular stdout.log and stderr.log (truncated); everything kept is ours
+// again and 0755 (0644 the logs). False on any error.
+bool scrub(const fs::path& dir) {
+  std::error_code ec;
+  auto top = entries(dir);
+  if (!top) return false;
+  for (const fs::path& e : *top) {
+    if (kind(e) != fs::file_type::directory || e.filename().string().rfind("job", 0) != 0) {
       fs::remove_all(e, ec);
       if (ec) return false;
       continue;
     }
-    std::vector<fs::path> inner;
-    for (auto it = fs::directory_iterator(e, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      inner.push_back(it->path());
-    }
-    if (ec) return false;
-    for (const fs::path& f : inner) {
+    auto inner = entries(e);
+    if (!inner) return false;
+    for (const fs::path& f : *inner) {
       const std::string name = f.filename().string();
       if ((name == "stdout.log" || name == "stderr.log") && kind(f) == fs::file_type::regular) {
         if (::truncate(f.c_str(), 0) != 0 || ::lchown(f.c_str(), ::geteuid(), ::getegid()) != 0 ||
@@ -57,18 +62,33 @@ bool scrub(const fs::path& dir, Keep keep) {
   return ::chmod(dir.c_str(), 0755) == 0;
 }
 
+// Scrubbed when given, and nothing touches a spare since (the run keeps
+// spares only where no process of a trial outlives it): in a spare taken,
+// only the worker dirs this trial does not start are left to go.
+bool keep_only(const fs::path& dir, const std::set<std::string>& labels) {
+  auto workers = entries(dir);
+  if (!workers) return false;
+  std::error_code ec;
+  for (const fs::path& w : *workers) {
+    if (labels.contains(w.filename().string())) continue;
+    fs::remove_all(w, ec);
+    if (ec) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 SpareDirs::SpareDirs(std::string root, std::size_t cap) : root_(std::move(root)), cap_(cap) {}
 
 SpareDirs::~SpareDirs() {
   std::error_code ec;
-  if (!spares_.empty() || next_ > 0) fs::remove_all(root_, ec);
+  if (next_ > 0) fs::remove_all(root_, ec);
 }
 
 void SpareDirs::give(const std::string& dir) {
   std::error_code ec;
-  if (spares_.size() >= cap_ || kind(dir) != fs::file_type::directory) {
+  if (spares_.size() >= cap_) {
     fs::remove_all(dir, ec);
     return;
   }
@@ -80,7 +100,7 @@ void SpareDirs::give(const std::string& dir) {
     fs::remove_all(dir, ec);
     return;
   }
-  if (!scrub(spare, [](const std::string& name) { return name.rfind("job", 0) == 0; })) {
+  if (!scrub(spare)) {
     fs::remove_all(spare, ec);
     return;
   }
@@ -96,7 +116,7 @@ bool SpareDirs::take(const std::string& dir, const std::set<std::string>& labels
       fs::remove_all(spare, ec);
       continue;
     }
-    if (scrub(dir, [&](const std::string& name) { return labels.contains(name); })) return true;
+    if (keep_only(dir, labels)) return true;
     fs::remove_all(dir, ec);
     return false;
   }

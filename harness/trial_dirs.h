@@ -34,7 +34,9 @@ class SpareDirs {
   // A spare renamed to `dir` (which must not exist; its parent must), with
   // only the worker dirs named in `labels` left in it, each holding at most
   // an empty stdout.log and stderr.log, owned by us, mode 0755, nothing
-  // under it a symlink. False if there is none: make `dir` yourself.
+  // under it a symlink (as give() left it: spares are kept only where no
+  // process of a trial outlives it to touch one). False if there is none:
+  // make `dir` yourself.
   bool take(const std::string& dir, const std::set<std::string>& labels);
 
   std::size_t size() const { return spares_.size(); }

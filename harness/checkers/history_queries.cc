@@ -412,16 +412,20 @@ bool fresh_grant(const History& h, const Op& acq) {
 void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
   j.stale_end = h.end_t;
   j.stale_ended_by = "nothing cleaned it before the trial ended";
+  // The earliest evidence wins; its description is made only if it does.
+  auto end_at = [&](std::int64_t t, auto why) {
+    if (t < j.stale_end) j.stale_end = t, j.stale_ended_by = why();
+  };
   for (const Op& op : h.ops) {
     if (op.outcome != Outcome::kOk) continue;
-    if (op.op == "clean" && op.complete_t > death_t && op.complete_t < j.stale_end) {
+    if (op.op == "clean" && op.complete_t > death_t) {
       bool kept = op.truncated;  // a cut report may have kept it
       for (const auto* list : {&op.kept, &op.skipped}) {
         for (const auto& n : *list) kept = kept || name_prefix(h, n) == j.prefix;
       }
       if (!kept) {
-        j.stale_end = op.complete_t;
-        j.stale_ended_by = fmt::format("cleanup by {} completed {}", who(op), at(h, op.complete_t));
+        end_at(op.complete_t,
+               [&] { return fmt::format("cleanup by {} completed {}", who(op), at(h, op.complete_t)); });
       }
     } else if (op.op == "acquire" && op.invoke_t >= death_t &&
                std::ranges::any_of(op.removed, [&](const std::string& n) { return name_prefix(h, n) == j.prefix; })) {
@@ -430,31 +434,22 @@ void settle_stale(const History& h, JobHold& j, std::int64_t death_t) {
       // acquire on, the earliest being its invoke. (One begun before the
       // death may have removed a previous user's names, before the dead job
       // made its own: no evidence.)
-      std::int64_t end = op.invoke_t;
-      if (end < j.stale_end) {
-        j.stale_end = end;
-        j.stale_ended_by = fmt::format("the acquire by {} removed its names, invoked {}", who(op),
-                                       at(h, op.invoke_t));
-      }
+      end_at(op.invoke_t, [&] {
+        return fmt::format("the acquire by {} removed its names, invoked {}", who(op), at(h, op.invoke_t));
+      });
     } else if (op.op == "acquire" && op.complete_t > death_t && op.job != j.job &&
                op.prefix == j.prefix && fresh_grant(h, op)) {
       // The worker saw nothing of the prefix when it was granted: the dead
       // job's resources were gone, reclaimed within this acquire.
-      std::int64_t end = std::max(op.invoke_t, death_t);
-      if (end < j.stale_end) {
-        j.stale_end = end;
-        j.stale_ended_by = fmt::format("job {} was granted it with nothing of it left, invoked {}",
-                                       op.job, at(h, op.invoke_t));
-      }
-    } else if (op.op == "acquire" && op.outcome == Outcome::kOk && op.complete_t > death_t &&
-               op.invoke_t > j.maybe_start && op.prefix == j.prefix && same_dirs(h, op.job, j.job)) {
-      std::int64_t end = std::max(op.invoke_t, death_t);
-      if (end < j.stale_end) {
-        j.stale_end = end;
-        j.stale_ended_by = fmt::format("{} of job {} reclaimed it, invoked {}",
-                                       op.job == j.job ? "a new acquire" : "its restart", op.job,
-                                       at(h, op.invoke_t));
-      }
+      end_at(std::max(op.invoke_t, death_t), [&] {
+        return fmt::format("job {} was granted it with nothing of it left, invoked {}", op.job, at(h, op.invoke_t));
+      });
+    } else if (op.op == "acquire" && op.complete_t > death_t && op.invoke_t > j.maybe_start &&
+               op.prefix == j.prefix && same_dirs(h, op.job, j.job)) {
+      end_at(std::max(op.invoke_t, death_t), [&] {
+        return fmt::format("{} of job {} reclaimed it, invoked {}", op.job == j.job ? "a new acquire" : "its restart",
+                           op.job, at(h, op.invoke_t));
+      });
     }
   }
   j.stale_end = std::max(j.stale_end, j.maybe_end);

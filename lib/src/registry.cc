@@ -140,9 +140,6 @@ std::string withdrawn_reason(const Slot& s) {
 struct Core {
   const Namespace& ns;
   RegistryLayout* L;
-  // Hears of every name removed through this Core, whatever the path (a
-  // sweep, a dead run's reap, a free prefix's leftovers): acquire's audit.
-  std::vector<std::string>* audit = nullptr;
 
   void bump() {
     // Waiters raise epoch_waiters before FUTEX_WAIT and we bump epoch before
@@ -187,7 +184,6 @@ struct Core {
         std::string why = remove_entry(e);
         if (why.empty()) {
           if (removed) removed->push_back(e.name);
-          if (audit) audit->push_back(e.name);
           if (rep) rep->removed.push_back({e.name, "prefix " + std::to_string(p) + " has no live holder"});
           continue;
         }
@@ -244,18 +240,19 @@ struct Core {
 
   // The periodic sweep is a courtesy to jobs nobody stands in the way of: if
   // it cannot list names, the dead slots simply wait for the next one.
-  void maybe_sweep(LeaseProbe& probe) {
+  // `removed` (if given) hears of what it removed, as with every remover below.
+  void maybe_sweep(LeaseProbe& probe, std::vector<std::string>* removed) {
     const std::uint64_t now = now_ns(), last = L->h.last_sweep_ns;
     const auto interval = static_cast<std::uint64_t>(std::chrono::nanoseconds(kSweepInterval).count());
-    if (now < last || now - last >= interval) (void)sweep(probe, false, nullptr, nullptr);
+    if (now < last || now - last >= interval) (void)sweep(probe, false, nullptr, removed);
   }
 
   // Frees one slot that is not live, after removing its names; an error (and
   // the slot stays) if they cannot be listed.
-  Status reap_one(int p) {
+  Status reap_one(int p, std::vector<std::string>* removed) {
     auto owned = list_owned(ns, [p](int q) { return q == p; });
     if (!owned) return std::unexpected(owned.error());
-    remove_names(*owned, nullptr, nullptr);
+    remove_names(*owned, nullptr, removed);
     failpoint::crash_window("crash/registry/sweep-after-unlink");
     std::memset(&L->slots[p], 0, sizeof(Slot));
     bump();
@@ -352,11 +349,7 @@ struct Registry::Impl {
   bool create = true;  // a handle opened without create never recreates a removed registry
   pid_t pid = 0;       // the process that opened it (messages)
 
-  // Set only by acquire, only while it holds the registry lock (so never by
-  // two callers at once): where its Core reports what it removed.
-  std::vector<std::string>* audit = nullptr;
-
-  Core core() { return Core{ns, L, audit}; }
+  Core core() { return Core{ns, L}; }
 
   // A handle opened without create whose registry a cleanup retired (and
   // removed): nothing to reap or show, and nothing may be created for it,
@@ -390,17 +383,19 @@ struct Registry::Impl {
   // error every rank of the job gets. A slot whose rank is already held by
   // this process is another of our datasets and is passed over, so two
   // datasets in one process never share a prefix.
-  Result<int> find_job(const JobSpec& spec, const std::uint8_t* blob, std::uint32_t blob_len, const Owner& me) {
+  // `removed` hears of every name removed on the way (here and in claim).
+  Result<int> find_job(const JobSpec& spec, const std::uint8_t* blob, std::uint32_t blob_len, const Owner& me,
+                       std::vector<std::string>* removed) {
     Core c = core();
     LeaseProbe probe(ns);
-    c.maybe_sweep(probe);
+    c.maybe_sweep(probe, removed);
     const std::string rank = "local rank " + std::to_string(spec.local_rank) + " (pid " + std::to_string(me.pid) + ")";
     for (int q = 0; q < records::kSlots; ++q) {
       Slot& s = L->slots[q];
       const std::uint32_t st = load(s.state);
       if (!in_use(st) || std::strncmp(s.job_key, spec.job_key.c_str(), records::kJobKeyMax) != 0) continue;
       if (!Core::slot_live(probe, s)) {  // a dead run of this job: gone before we look
-        if (auto r = c.reap_one(q); !r) {
+        if (auto r = c.reap_one(q, removed); !r) {
           return fail(r.error().code, "cannot remove what a dead run of job '" + spec.job_key + "' left at prefix " +
                                           std::to_string(q) + ": " + r.error().message);
         }
@@ -450,7 +445,8 @@ struct Registry::Impl {
   // that no live job uses one of our dirs exclusively and removing whatever a
   // previous user of that prefix left.
   Result<std::pair<int, std::uint64_t>> claim(const JobSpec& spec, const std::uint8_t* blob,
-                                               std::uint32_t blob_len, const Owner& me) {
+                                               std::uint32_t blob_len, const Owner& me,
+                                               std::vector<std::string>* removed) {
     Core c = core();
     {
       LeaseProbe probe(ns);
@@ -466,7 +462,7 @@ struct Registry::Impl {
                               });
         if (clash.empty()) continue;
         if (!Core::slot_live(probe, s)) {
-          if (auto r = c.reap_one(q); !r) {
+          if (auto r = c.reap_one(q, removed); !r) {
             return fail(r.error().code, "cannot remove what the dead job at prefix " + std::to_string(q) +
                                             " (using '" + clash + "') left: " + r.error().message);
           }
@@ -490,7 +486,7 @@ struct Registry::Impl {
       auto it = leftovers.find(q);
       if (it != leftovers.end()) {
         Owned one{{q, it->second}};
-        if (!c.remove_names(one, nullptr, nullptr).empty()) continue;  // another user's names stay: skip it
+        if (!c.remove_names(one, nullptr, removed).empty()) continue;  // another user's names stay: skip it
       }
       p = q;
     }
@@ -675,13 +671,8 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
   {
     auto g = I.lock(d, lock_id(me));
     if (!g) return std::unexpected(g.error());
-    I.audit = &removed;
-    struct Unset {
-      Impl& i;
-      ~Unset() { i.audit = nullptr; }
-    } unset{I};
     failpoint::crash_window("crash/registry/acquire-locked");
-    auto found = I.find_job(spec, blob, blob_len, me);
+    auto found = I.find_job(spec, blob, blob_len, me, &removed);
     if (!found) return std::unexpected(found.error());
     if (*found >= 0) {
       p = *found;
@@ -692,7 +683,7 @@ Result<Lease> Registry::acquire(const JobSpec& spec_in) {
       store(h.state, records::kHolderAttached);
       serial = s.serial;
     } else {
-      auto claimed = I.claim(spec, blob, blob_len, me);
+      auto claimed = I.claim(spec, blob, blob_len, me, &removed);
       if (!claimed) return std::unexpected(claimed.error());
       std::tie(p, serial) = *claimed;
     }
