@@ -15,11 +15,14 @@
 // trip, the namespace's teardown) overlap another's work.
 // HarnessRun is a whole run of one trial, as a `shmstress replay` pays it:
 // its time minus HarnessTrial's is the per-run fixed cost (out dir, run
-// lease, timers; no reports: the bench attaches no subscribers). Target
-// (issue 23): rounds/s at least 0.8x BareSpawn's at 4 and 16 workers.
+// lease, timers; no reports: the bench attaches no subscribers).
+// BareSpawnGated is BareSpawn with a trial's aligned start: what the design
+// costs before any of the harness's own steps. Target (issue 23): rounds/s
+// at least 0.8x BareSpawn's at 4 and 16 workers.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,25 +39,40 @@ namespace {
 
 const char* kNoOps = R"({"acquire":false,"rounds":0,"release":false,"segments":[],"clean_before":false,"clean_after":false})";
 
+// `shmstress-worker worker` with our environment, a no-op workload and
+// `extra`: what the bare spawns exec, as a trial would.
+class NoOpWorker {
+ public:
+  explicit NoOpWorker(std::vector<std::string> extra) {
+    for (char** e = environ; *e; ++e) env_s_.emplace_back(*e);
+    env_s_.push_back(std::string("SHMSTRESS_OPS=") + kNoOps);
+    for (auto& x : extra) env_s_.push_back(std::move(x));
+    for (auto& s : env_s_) env_.push_back(s.data());
+    env_.push_back(nullptr);
+  }
+  pid_t spawn(const posix_spawn_file_actions_t* fa = nullptr) {
+    pid_t pid = -1;
+    posix_spawn(&pid, SHMSTRESS_WORKER_BIN, fa, nullptr, argv_, env_.data());
+    return pid;
+  }
+
+ private:
+  std::vector<std::string> env_s_;
+  std::vector<char*> env_;
+  char arg0_[sizeof SHMSTRESS_WORKER_BIN] = SHMSTRESS_WORKER_BIN;
+  char arg1_[7] = "worker";
+  char* argv_[3] = {arg0_, arg1_, nullptr};
+};
+
 // N processes per round, `in_flight` rounds at once (1: one round, then the
 // next). With several in flight, the machine's own ceiling for rounds of N
 // processes: what HarnessTrialDefault, many trials at once, compares with.
 void Spawn(benchmark::State& state, int in_flight) {
   const int n = static_cast<int>(state.range(0)) * in_flight;
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
-  env_s.push_back(std::string("SHMSTRESS_OPS=") + kNoOps);
-  env_s.push_back("SHMSTRESS_EVENTS=/dev/null");
-  env_s.push_back("SHMSTRESS_ROOT=shmbench.bare.");
-  std::vector<char*> env;
-  for (auto& s : env_s) env.push_back(s.data());
-  env.push_back(nullptr);
-  char arg0[] = SHMSTRESS_WORKER_BIN;
-  char arg1[] = "worker";
-  char* argv[] = {arg0, arg1, nullptr};
+  NoOpWorker worker({"SHMSTRESS_EVENTS=/dev/null", "SHMSTRESS_ROOT=shmbench.bare."});
   for (auto _ : state) {
     std::vector<pid_t> pids(n);
-    for (int i = 0; i < n; ++i) posix_spawn(&pids[i], SHMSTRESS_WORKER_BIN, nullptr, nullptr, argv, env.data());
+    for (int i = 0; i < n; ++i) pids[i] = worker.spawn();
     for (pid_t p : pids) waitpid(p, nullptr, 0);
   }
   state.counters["rounds/s"] =
@@ -62,6 +80,58 @@ void Spawn(benchmark::State& state, int in_flight) {
 }
 
 void BareSpawn(benchmark::State& state) { Spawn(state, 1); }
+
+// The floor a trial's design sets on the same N processes: the aligned start
+// a supervisor gives them (docs/worker-protocol.md). Each says `ready` (on
+// a pipe here, a trial's history there) and waits at a FIFO gate, which is
+// opened once all N have said so; none runs its (empty) workload before the
+// last is up. BareSpawn overlaps the first workers' lives with the later
+// spawns, which no trial may do: what is left between this and HarnessTrial
+// is the harness's own (namespaces, supervisor, history, audit, check).
+void BareSpawnGated(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  char tmpl[] = "/tmp/shmbench-gate-XXXXXX";
+  const std::string gate = std::string(mkdtemp(tmpl)) + "/gate";
+  NoOpWorker worker({"SHMSTRESS_EVENTS_FD=3", "SHMSTRESS_GATE=" + gate, "SHMSTRESS_ROOT=shmbench.gated."});
+  int stray = 0;
+  for (auto _ : state) {
+    mkfifo(gate.c_str(), 0600);
+    const int gate_fd = open(gate.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    int ev[2];
+    if (gate_fd < 0 || pipe2(ev, O_CLOEXEC) != 0) {
+      state.SkipWithError("cannot make the gate or the event pipe");
+      break;
+    }
+    fcntl(ev[1], F_SETFL, O_APPEND);  // the worker takes only an append-mode fd for its events
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, ev[1], 3);  // dup2 clears FD_CLOEXEC
+    std::vector<pid_t> pids(n);
+    for (int i = 0; i < n; ++i) pids[i] = worker.spawn(&fa);
+    posix_spawn_file_actions_destroy(&fa);
+    close(ev[1]);
+    // Every `ready` line, as the supervisor's gate counts them.
+    std::string buf;
+    int ready = 0;
+    char chunk[4096];
+    while (ready < n) {
+      const ssize_t got = read(ev[0], chunk, sizeof chunk);
+      if (got <= 0) break;  // every worker gone before it was ready: counted below
+      buf.append(chunk, static_cast<std::size_t>(got));
+      for (std::size_t nl; (nl = buf.find('\n')) != std::string::npos; buf.erase(0, nl + 1)) {
+        if (buf.substr(0, nl).find("\"type\":\"ready\"") != std::string::npos) ++ready;
+      }
+    }
+    if (ready < n) ++stray;
+    close(gate_fd);  // the gate opens: every worker reads end-of-file
+    unlink(gate.c_str());
+    for (pid_t p : pids) waitpid(p, nullptr, 0);
+    close(ev[0]);
+  }
+  std::filesystem::remove_all(std::filesystem::path(gate).parent_path());
+  state.counters["rounds/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["not_ready"] = stray;
+}
 void BareSpawnMany(benchmark::State& state) { Spawn(state, 8); }
 
 // Trials per run in HarnessTrial: enough that the run's fixed cost is a few
@@ -120,6 +190,7 @@ void HarnessRun(benchmark::State& state) { RunTrials(state, 1, 1); }
 }  // namespace
 
 BENCHMARK(BareSpawn)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BareSpawnGated)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BareSpawnMany)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessTrial)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessTrialDefault)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);

@@ -13,12 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The kind of `p` itself, never what a symlink names.
-fs::file_type kind(const fs::path& p) {
-  std::error_code ec;
-  return fs::symlink_status(p, ec).type();
-}
-
 // The entries of `dir`, listed before any is touched; nullopt if it cannot be read.
 std::optional<std::vector<fs::path>> entries(const fs::path& dir) {
   std::error_code ec;
@@ -30,6 +24,16 @@ std::optional<std::vector<fs::path>> entries(const fs::path& dir) {
   return out;
 }
 
+// `p` empty (if a file), ours and `mode`, each changed only where it is not
+// already: most kept entries are, and on this kind of disk every inode
+// written costs more than the lstat that saves it. False on any error.
+bool reset(const fs::path& p, const struct stat& st, mode_t mode) {
+  if (S_ISREG(st.st_mode) && st.st_size != 0 && ::truncate(p.c_str(), 0) != 0) return false;
+  if ((st.st_uid != ::geteuid() || st.st_gid != ::getegid()) && ::lchown(p.c_str(), ::geteuid(), ::getegid()) != 0)
+    return false;
+  return (st.st_mode & 07777) == mode || ::chmod(p.c_str(), mode) == 0;
+}
+
 // Leaves in `dir` only its real dirs named job*, each emptied but for its
 // regular stdout.log and stderr.log (truncated); everything kept is ours
 // again and 0755 (0644 the logs). False on any error.
@@ -37,29 +41,28 @@ bool scrub(const fs::path& dir) {
   std::error_code ec;
   auto top = entries(dir);
   if (!top) return false;
+  struct stat st {};
   for (const fs::path& e : *top) {
-    if (kind(e) != fs::file_type::directory || e.filename().string().rfind("job", 0) != 0) {
+    if (::lstat(e.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || e.filename().string().rfind("job", 0) != 0) {
       fs::remove_all(e, ec);
       if (ec) return false;
       continue;
     }
+    const struct stat dir_st = st;
     auto inner = entries(e);
     if (!inner) return false;
     for (const fs::path& f : *inner) {
       const std::string name = f.filename().string();
-      if ((name == "stdout.log" || name == "stderr.log") && kind(f) == fs::file_type::regular) {
-        if (::truncate(f.c_str(), 0) != 0 || ::lchown(f.c_str(), ::geteuid(), ::getegid()) != 0 ||
-            ::chmod(f.c_str(), 0644) != 0) {
-          return false;
-        }
+      if ((name == "stdout.log" || name == "stderr.log") && ::lstat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        if (!reset(f, st, 0644)) return false;
         continue;
       }
       fs::remove_all(f, ec);
       if (ec) return false;
     }
-    if (::lchown(e.c_str(), ::geteuid(), ::getegid()) != 0 || ::chmod(e.c_str(), 0755) != 0) return false;
+    if (!reset(e, dir_st, 0755)) return false;
   }
-  return ::chmod(dir.c_str(), 0755) == 0;
+  return ::lstat(dir.c_str(), &st) == 0 && reset(dir, st, 0755);
 }
 
 // Scrubbed when given, and nothing touches a spare since (the run keeps

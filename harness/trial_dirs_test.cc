@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace harness {
 namespace {
@@ -82,6 +83,36 @@ TEST_F(SpareDirsTest, ATakenDirKeepsOnlyTheNamedWorkersAndIsOurs) {
   EXPECT_EQ(st.st_uid, ::geteuid());
   EXPECT_EQ(spares.size(), 0u);
   EXPECT_FALSE(spares.take((base_ / "scen" / "trial-2").string(), {})) << "no spare left: make it yourself";
+}
+
+// A worker run as another uid (the unprivileged fault) leaves its dir and
+// logs its own, and any worker may chmod them: the next trial's worker of
+// that label, maybe root, maybe another uid, must find them as a new dir's.
+TEST_F(SpareDirsTest, WhatAWorkerChownedOrChmoddedIsOursAndStockAgain) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chown to another uid needs root";
+  SpareDirs spares((base_ / ".spare").string(), 4);
+  const std::string d = trial("trial-0");
+  const fs::path w = fs::path(d) / "job0-rank0";
+  ASSERT_EQ(::chown(w.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(w.c_str(), 0700), 0);
+  ASSERT_EQ(::chown((w / "stdout.log").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod((w / "stdout.log").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((w / "stderr.log").c_str(), 0666), 0);
+  ASSERT_EQ(::chmod(d.c_str(), 0700), 0);
+  spares.give(d);
+  const std::string next = (base_ / "scen" / "trial-1").string();
+  ASSERT_TRUE(spares.take(next, {"job0-rank0"}));
+  struct stat st {};
+  for (const auto& [rel, mode] : {std::pair<std::string, mode_t>{"", 0755}, {"job0-rank0", 0755},
+                                  {"job0-rank0/stdout.log", 0644}, {"job0-rank0/stderr.log", 0644}}) {
+    ASSERT_EQ(::lstat((next + "/" + rel).c_str(), &st), 0) << rel;
+    EXPECT_EQ(st.st_mode & 07777, mode) << rel;
+    EXPECT_EQ(st.st_uid, ::geteuid()) << rel;
+    EXPECT_EQ(st.st_gid, ::getegid()) << rel;
+    if (S_ISREG(st.st_mode)) {
+      EXPECT_EQ(st.st_size, 0) << rel;
+    }
+  }
 }
 
 TEST_F(SpareDirsTest, BeyondItsCapAGivenDirIsRemoved) {
