@@ -21,6 +21,7 @@
 // at least 0.8x BareSpawn's at 4 and 16 workers.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,10 +51,12 @@ class NoOpWorker {
     for (auto& s : env_s_) env_.push_back(s.data());
     env_.push_back(nullptr);
   }
+  NoOpWorker(const NoOpWorker&) = delete;  // argv_ and env_ point into this object
+  NoOpWorker& operator=(const NoOpWorker&) = delete;
+  // The worker's pid, or -1 if it could not be started.
   pid_t spawn(const posix_spawn_file_actions_t* fa = nullptr) {
     pid_t pid = -1;
-    posix_spawn(&pid, SHMSTRESS_WORKER_BIN, fa, nullptr, argv_, env_.data());
-    return pid;
+    return posix_spawn(&pid, SHMSTRESS_WORKER_BIN, fa, nullptr, argv_, env_.data()) == 0 ? pid : -1;
   }
 
  private:
@@ -73,7 +76,9 @@ void Spawn(benchmark::State& state, int in_flight) {
   for (auto _ : state) {
     std::vector<pid_t> pids(n);
     for (int i = 0; i < n; ++i) pids[i] = worker.spawn();
-    for (pid_t p : pids) waitpid(p, nullptr, 0);
+    for (pid_t p : pids) {
+      if (p > 0) waitpid(p, nullptr, 0);
+    }
   }
   state.counters["rounds/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * in_flight, benchmark::Counter::kIsRate);
@@ -91,14 +96,18 @@ void BareSpawn(benchmark::State& state) { Spawn(state, 1); }
 void BareSpawnGated(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   char tmpl[] = "/tmp/shmbench-gate-XXXXXX";
-  const std::string gate = std::string(mkdtemp(tmpl)) + "/gate";
+  if (mkdtemp(tmpl) == nullptr) {
+    state.SkipWithError("cannot make a dir for the gate");
+    return;
+  }
+  const std::string gate = std::string(tmpl) + "/gate";
   NoOpWorker worker({"SHMSTRESS_EVENTS_FD=3", "SHMSTRESS_GATE=" + gate, "SHMSTRESS_ROOT=shmbench.gated."});
   int stray = 0;
   for (auto _ : state) {
-    mkfifo(gate.c_str(), 0600);
-    const int gate_fd = open(gate.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    int ev[2];
+    int ev[2] = {-1, -1};
+    const int gate_fd = mkfifo(gate.c_str(), 0600) == 0 ? open(gate.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC) : -1;
     if (gate_fd < 0 || pipe2(ev, O_CLOEXEC) != 0) {
+      if (gate_fd >= 0) close(gate_fd);
       state.SkipWithError("cannot make the gate or the event pipe");
       break;
     }
@@ -106,17 +115,23 @@ void BareSpawnGated(benchmark::State& state) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, ev[1], 3);  // dup2 clears FD_CLOEXEC
-    std::vector<pid_t> pids(n);
-    for (int i = 0; i < n; ++i) pids[i] = worker.spawn(&fa);
+    std::vector<pid_t> pids;
+    for (int i = 0; i < n; ++i) {
+      if (pid_t p = worker.spawn(&fa); p > 0) pids.push_back(p);
+    }
     posix_spawn_file_actions_destroy(&fa);
     close(ev[1]);
-    // Every `ready` line, as the supervisor's gate counts them.
+    // Every `ready` line of those started, as the supervisor's gate counts
+    // them, for at most 10 s (as a trial's gate, a worker that dies or hangs
+    // before it is ready must not hold the others forever). What they write
+    // after the gate fits in the pipe: a no-op worker writes a few lines.
     std::string buf;
     int ready = 0;
     char chunk[4096];
-    while (ready < n) {
+    struct pollfd pfd {ev[0], POLLIN, 0};
+    while (ready < static_cast<int>(pids.size()) && poll(&pfd, 1, 10000) == 1) {
       const ssize_t got = read(ev[0], chunk, sizeof chunk);
-      if (got <= 0) break;  // every worker gone before it was ready: counted below
+      if (got <= 0) break;  // every worker gone
       buf.append(chunk, static_cast<std::size_t>(got));
       for (std::size_t nl; (nl = buf.find('\n')) != std::string::npos; buf.erase(0, nl + 1)) {
         if (buf.substr(0, nl).find("\"type\":\"ready\"") != std::string::npos) ++ready;

@@ -229,7 +229,7 @@ Subcommand add_run(CLI::App& app) {
                   "backing off when trials wait for the CPU or their signals fire late)")
       ->check(integer_in(1, 256));
   cmd->add_option("--max-parallel", ro.max_parallel,
-                  "ceiling of the adaptive default (default: 8 per core, 1 per core with an external "
+                  "ceiling of the adaptive default (default: 16 per core, 1 per core with an external "
                   "subject; trials mostly sleep, and their timing checks do not count CPU wait: see "
                   "docs/architecture.md)")
       ->check(integer_in(1, 256));

@@ -1,8 +1,9 @@
-# The harness's sources, listed once for the two builds that compile them:
-# harness/CMakeLists.txt (its libraries) and harness/fuzz/ (the same code,
-# instrumented, as one object library). A file added to one list and not
-# the other used to break only the fuzz link, and only in CI. A new checker
-# or injector is one line here.
+# The harness's sources, listed once for every build that compiles them:
+# harness/CMakeLists.txt (its libraries and the stock worker's build token),
+# harness/fuzz/ (the same code, instrumented, as one object library; it
+# names the few files it leaves out) and tests/mutants/ (the worker). A
+# file added to one list and not another used to break only the fuzz link,
+# and only in CI. A new checker or injector is one line here.
 set(_d ${CMAKE_CURRENT_LIST_DIR})
 set(SHMSTRESS_HARNESS_CORE_SOURCES
   # history + checkers
