@@ -117,6 +117,10 @@ TEST_F(FaultParams, FaultsThatCannotShareATrialAreRefusedNamingTheSecond) {
   EXPECT_EQ(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/wait/before-sleep\"\njob = 0\nrank = 0\n"
                      "[[fault]]\nkind = \"pause-at-point\"\npoint = \"crash/barrier/wait/before-sleep\"\njob = 1"),
             "");
+  // A trial plans one `sometimes`: the second, valid on its own, is refused.
+  EXPECT_EQ(validate("kind = \"sometimes\"\n[[fault]]\nkind = \"sigkill\"\n[[fault]]\nkind = \"sometimes\"\nprobability = 1.0"),
+            ":14: a second fault of kind sometimes (the first is at line 10): a trial takes one; give its parameters "
+            "to that one");
 }
 
 TEST_F(FaultParams, WrongTypesAreErrorsAtTheirLine) {

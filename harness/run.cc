@@ -96,6 +96,17 @@ constexpr int kValidationTrials = 256;
 // "file:line: why" if the scenario's faults, planned together into one trial
 // as run() plans them, conflict in some trial.
 std::optional<std::string> faults_conflict(const Scenario& s, const std::string& f) {
+  // A trial takes one `sometimes` (plan_sometimes, after every other fault):
+  // a second would be dropped without a word.
+  int sometimes_at = 0;
+  for (const auto& fault : s.faults) {
+    if (fault.kind != "sometimes") continue;
+    if (sometimes_at > 0) {
+      return f + ":" + std::to_string(fault.line) + ": a second fault of kind sometimes (the first is at line " +
+             std::to_string(sometimes_at) + "): a trial takes one; give its parameters to that one";
+    }
+    sometimes_at = fault.line;
+  }
   for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
     TrialPlan plan = base_plan(s, 1, trial);
     Rng rng(plan.seed);
