@@ -4,82 +4,90 @@
 # names the few files it leaves out) and tests/mutants/ (the worker). A
 # file added to one list and not another used to break only the fuzz link,
 # and only in CI. A new checker or injector is one line here.
-set(_d ${CMAKE_CURRENT_LIST_DIR})
 set(SHMSTRESS_HARNESS_CORE_SOURCES
   # history + checkers
-  ${_d}/history.cc
-  ${_d}/checker.cc
-  ${_d}/checkers/history_queries.cc
-  ${_d}/checkers/prefix_unique.cc
-  ${_d}/checkers/prefix_agreement.cc
-  ${_d}/checkers/prefix_exclusive_local.cc
-  ${_d}/checkers/prefix_progress.cc
-  ${_d}/checkers/barrier_safety.cc
-  ${_d}/checkers/barrier_liveness.cc
-  ${_d}/checkers/cleanup_no_leak.cc
-  ${_d}/checkers/cleanup_safety.cc
-  ${_d}/checkers/resource_private.cc
-  ${_d}/checkers/worker_clean_exit.cc
-  ${_d}/checkers/job_teardown.cc
-  ${_d}/checkers/ops_explained.cc
-  ${_d}/checkers/harness_no_orphans.cc
-  ${_d}/checkers/worker_exits.cc
-  ${_d}/checkers/excuses.cc
+  history.cc
+  checker.cc
+  checkers/history_queries.cc
+  checkers/prefix_unique.cc
+  checkers/prefix_agreement.cc
+  checkers/prefix_exclusive_local.cc
+  checkers/prefix_progress.cc
+  checkers/barrier_safety.cc
+  checkers/barrier_liveness.cc
+  checkers/cleanup_no_leak.cc
+  checkers/cleanup_safety.cc
+  checkers/resource_private.cc
+  checkers/worker_clean_exit.cc
+  checkers/job_teardown.cc
+  checkers/ops_explained.cc
+  checkers/harness_no_orphans.cc
+  checkers/worker_exits.cc
+  checkers/excuses.cc
   # scenario
-  ${_d}/scenario.cc
+  scenario.cc
   # what a run adds up to, and which violations are the same flaw
-  ${_d}/results.cc
-  ${_d}/coverage.cc
-  ${_d}/triage.cc
-  ${_d}/baseline.cc
-  ${_d}/baseline_decode.cc
-  ${_d}/known.cc
-  ${_d}/files.cc
-  ${_d}/stored.cc
-  ${_d}/stored_json.cc
-  ${_d}/summary.cc
+  results.cc
+  coverage.cc
+  triage.cc
+  baseline.cc
+  baseline_decode.cc
+  known.cc
+  files.cc
+  stored.cc
+  stored_json.cc
+  summary.cc
 )
 # The native worker's code (harness_worker): the only harness code that calls shmcoord.
-set(SHMSTRESS_HARNESS_WORKER_SOURCES ${_d}/worker.cc ${_d}/events.cc)
+set(SHMSTRESS_HARNESS_WORKER_SOURCES worker.cc events.cc)
 # Planning, injectors, supervision, the run loop.
 set(SHMSTRESS_HARNESS_RUNTIME_SOURCES
-  ${_d}/plan.cc
-  ${_d}/injector.cc
-  ${_d}/supervisor.cc
-  ${_d}/supervisor_spawn.cc
-  ${_d}/supervisor_watch.cc
-  ${_d}/supervisor_faults.cc
-  ${_d}/supervisor_teardown.cc
-  ${_d}/supervisor_hang.cc
-  ${_d}/lock_holder.cc
-  ${_d}/run.cc
-  ${_d}/trial_dirs.cc
-  ${_d}/concurrency.cc
-  ${_d}/shrink.cc
-  ${_d}/subject_check.cc
-  ${_d}/subjects.cc
-  ${_d}/run_lease.cc
-  ${_d}/worker_exe.cc
-  ${PROJECT_SOURCE_DIR}/injectors/sigkill.cc
-  ${PROJECT_SOURCE_DIR}/injectors/sigterm.cc
-  ${PROJECT_SOURCE_DIR}/injectors/interrupt.cc
-  ${PROJECT_SOURCE_DIR}/injectors/rlimit.cc
-  ${PROJECT_SOURCE_DIR}/injectors/sigstop.cc
-  ${PROJECT_SOURCE_DIR}/injectors/crash_point.cc
-  ${PROJECT_SOURCE_DIR}/injectors/fiu_errno.cc
-  ${PROJECT_SOURCE_DIR}/injectors/fiu_preload.cc
-  ${PROJECT_SOURCE_DIR}/injectors/unprivileged.cc
-  ${PROJECT_SOURCE_DIR}/injectors/stale_segment.cc
-  ${PROJECT_SOURCE_DIR}/injectors/stale_lock.cc
-  ${PROJECT_SOURCE_DIR}/injectors/exhaustion.cc
-  ${PROJECT_SOURCE_DIR}/injectors/misconfig.cc
-  ${PROJECT_SOURCE_DIR}/injectors/pool_worker_kill.cc
-  ${PROJECT_SOURCE_DIR}/injectors/on_event.cc
-  ${PROJECT_SOURCE_DIR}/injectors/pause_at_point.cc
-  ${PROJECT_SOURCE_DIR}/injectors/replacement.cc
-  ${PROJECT_SOURCE_DIR}/injectors/reused_pid.cc
-  ${PROJECT_SOURCE_DIR}/injectors/containers.cc
-  ${PROJECT_SOURCE_DIR}/injectors/init_lock.cc
-  ${PROJECT_SOURCE_DIR}/injectors/sometimes.cc
+  plan.cc
+  injector.cc
+  supervisor.cc
+  supervisor_spawn.cc
+  supervisor_watch.cc
+  supervisor_faults.cc
+  supervisor_teardown.cc
+  supervisor_hang.cc
+  lock_holder.cc
+  run.cc
+  trial_dirs.cc
+  concurrency.cc
+  shrink.cc
+  subject_check.cc
+  subjects.cc
+  run_lease.cc
+  worker_exe.cc
 )
-unset(_d)
+# The fault kinds (injectors/), linked into the runtime: each registers itself.
+set(_injectors
+  sigkill.cc
+  sigterm.cc
+  interrupt.cc
+  rlimit.cc
+  sigstop.cc
+  crash_point.cc
+  fiu_errno.cc
+  fiu_preload.cc
+  unprivileged.cc
+  stale_segment.cc
+  stale_lock.cc
+  exhaustion.cc
+  misconfig.cc
+  pool_worker_kill.cc
+  on_event.cc
+  pause_at_point.cc
+  replacement.cc
+  reused_pid.cc
+  containers.cc
+  init_lock.cc
+  sometimes.cc
+)
+# Absolute, so the lists mean the same files from any directory that includes this.
+foreach(_part CORE WORKER RUNTIME)
+  list(TRANSFORM SHMSTRESS_HARNESS_${_part}_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
+endforeach()
+list(TRANSFORM _injectors PREPEND ${PROJECT_SOURCE_DIR}/injectors/)
+list(APPEND SHMSTRESS_HARNESS_RUNTIME_SOURCES ${_injectors})
+unset(_injectors)
