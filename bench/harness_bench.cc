@@ -2,8 +2,11 @@
 // trial dir, supervisor with pid and mount namespaces, spawn, gate, reaping,
 // audit, the harness's check of the history), against the bare cost of
 // posix_spawn + waitpid of the same N worker processes, measured in the same
-// run. Both exec the stock worker a run execs by default
-// (build/shmstress-worker, harness/worker_exe.h).
+// run. The bare spawns exec the stock worker (build/shmstress-worker,
+// harness/worker_exe.h); a trial, by default, forks its workers from the
+// run's zygote, that worker exec'd once per run (harness/zygote.h), and
+// HarnessTrialExec is the same trial with every worker exec'd
+// (--exec-workers): what the zygote saves is the difference.
 //
 // HarnessTrial is the steady state of a run, one trial at a time
 // (--parallel 1: what a trial's life costs end to end, every step serial):
@@ -155,7 +158,7 @@ constexpr int kTrials = 40;
 
 // Runs `trials_per_run` trials of N no-op ranks per iteration, `parallel`
 // at a time (0: adaptive, the default); rounds/s counts trials.
-void RunTrials(benchmark::State& state, int trials_per_run, int parallel) {
+void RunTrials(benchmark::State& state, int trials_per_run, int parallel, bool zygote = true) {
   const int n = static_cast<int>(state.range(0));
   harness::Scenario s;
   s.name = "noop";
@@ -174,6 +177,7 @@ void RunTrials(benchmark::State& state, int trials_per_run, int parallel) {
   opt.invocation = SHMSTRESS_BIN;
   opt.parallel = parallel;
   opt.sometimes = false;  // a no-op worker passes no failpoint: no pause to plan
+  opt.zygote = zygote;
   opt.seed = 1;
   opt.out_dir = out;
   int saved = dup(STDERR_FILENO);  // the run's progress lines
@@ -200,6 +204,8 @@ void RunTrials(benchmark::State& state, int trials_per_run, int parallel) {
 
 void HarnessTrial(benchmark::State& state) { RunTrials(state, kTrials, 1); }
 void HarnessTrialDefault(benchmark::State& state) { RunTrials(state, kTrials, 0); }
+void HarnessTrialExec(benchmark::State& state) { RunTrials(state, kTrials, 1, false); }
+void HarnessTrialDefaultExec(benchmark::State& state) { RunTrials(state, kTrials, 0, false); }
 void HarnessRun(benchmark::State& state) { RunTrials(state, 1, 1); }
 
 }  // namespace
@@ -208,6 +214,8 @@ BENCHMARK(BareSpawn)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTim
 BENCHMARK(BareSpawnGated)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BareSpawnMany)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessTrial)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(HarnessTrialExec)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessTrialDefault)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(HarnessTrialDefaultExec)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessRun)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK_MAIN();

@@ -87,6 +87,7 @@ struct TrialRunFlags {
   bool no_mount_ns = false;               // --no-mount-ns
   bool allow_shared_shm = false;          // --allow-shared-shm
   bool no_sometimes = false;              // --no-sometimes
+  bool exec_workers = false;              // --exec-workers
 };
 
 // Makes *o run `spec` (native, a name under subjects/, exec:CMD) as `run

@@ -138,6 +138,7 @@ std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::str
     f.no_mount_ns = (" " + it->second + " ").find(" --no-mount-ns ") != std::string::npos;
     f.allow_shared_shm = (" " + it->second + " ").find(" --allow-shared-shm ") != std::string::npos;
     f.no_sometimes = (" " + it->second + " ").find(" --no-sometimes ") != std::string::npos;
+    f.exec_workers = (" " + it->second + " ").find(" --exec-workers ") != std::string::npos;
   }
   // The trial's own record wins: it is there for passing trials too, which
   // have no reproduce command, and it names a scenario's own subject.

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "harness/worker.h"
+#include "harness/zygote.h"
 
 namespace {
 
@@ -42,6 +43,8 @@ int run_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "worker") return harness::worker_main();
+  if (argc == 2 && std::string(argv[1]) == harness::zygote::kArg)
+    return harness::zygote::serve(harness::zygote::kSockFd);
   // The last resort: every input is validated where it enters, so an
   // exception here is a bug. It still ends as "the harness failed" (exit 3)
   // with its message, never as an abort that loses the exit code.

@@ -47,7 +47,8 @@ std::optional<std::pair<int, int>> parse_shard(const std::string& text) {
 struct RunArgs {
   harness::RunOptions ro;
   std::string duration, shard, worker_bin, junit_file, metrics_file, baseline;
-  bool allow_shared_shm = false, no_mount_ns = false, verbose = false, no_sometimes = false;
+  bool allow_shared_shm = false, no_mount_ns = false, verbose = false, no_sometimes = false,
+       exec_workers = false;
   reports::LiveOptions live;
 };
 
@@ -84,6 +85,8 @@ int run(RunArgs a, bool subject_given, const char* argv0) {
   if (a.no_mount_ns) ro.reproduce_flags += " --no-mount-ns";
   ro.sometimes = !a.no_sometimes;
   if (a.no_sometimes) ro.reproduce_flags += " --no-sometimes";
+  ro.zygote = !a.exec_workers;
+  if (a.exec_workers) ro.reproduce_flags += " --exec-workers";
   if (subject_given) {
     std::string why;
     if (!use_subject(ro.subject, ro.files, &ro, &why)) {
@@ -266,6 +269,9 @@ Subcommand add_run(CLI::App& app) {
                 "trials of every native scenario; docs/scenarios.md)");
   cmd->add_flag("--no-mount-ns", a->no_mount_ns,
                 "isolate trials by name root instead of a private /dev/shm");
+  cmd->add_flag("--exec-workers", a->exec_workers,
+                "exec every native worker instead of forking it from the run's zygote, the worker "
+                "exec'd once per run (the default: a worker's start-up is mostly the dynamic loader)");
   cmd->add_option("--junit", a->junit_file, "also write JUnit XML here (docs/reports.md)");
   cmd->add_option("--metrics-file", a->metrics_file,
                   "also write a Prometheus textfile here, atomically (docs/reports.md)");

@@ -26,6 +26,7 @@
 #include "run_lease.h"
 #include "subjects.h"
 #include "supervisor.h"
+#include "zygote_server.h"
 #include "trial_dirs.h"
 
 namespace harness {
@@ -603,6 +604,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // (No scenario's dir can be .spare: a name may not start with '.'.)
   std::optional<SpareDirs> spares;
   if (opt.allow_mount_ns && ::geteuid() == 0) spares.emplace(r.out_dir + "/.spare", 64);
+  // The run's zygote (zygote.h): only a trial with its own pid namespace
+  // (root, a mount namespace) can take workers from it.
+  std::optional<ZygoteServer> zygote;
+  if (opt.zygote && opt.allow_mount_ns && ::geteuid() == 0) zygote.emplace(opt.exe);
 
   auto progress = [&](bool final) {
     Progress p;
@@ -723,6 +728,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.shm_root = runs_run_subject(*p.s, opt) ? opt.subject_root : p.s->subject_root;
         cfg.shm_size = runs_run_subject(*p.s, opt) ? opt.subject_shm_size : p.s->subject_shm_size;
         cfg.allow_shared_shm = opt.allow_shared_shm;
+        cfg.zygote_fd = zygote ? zygote->fd() : -1;
         if (plan.subject == "native") cfg.hang_after_ns = hang_bounds(*p.s);
         cfg.fallback_root = lease ? lease->trial_root(started)
                                   : "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";

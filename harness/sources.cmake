@@ -39,7 +39,7 @@ set(SHMSTRESS_HARNESS_CORE_SOURCES
   summary.cc
 )
 # The native worker's code (harness_worker): the only harness code that calls shmcoord.
-set(SHMSTRESS_HARNESS_WORKER_SOURCES worker.cc events.cc)
+set(SHMSTRESS_HARNESS_WORKER_SOURCES worker.cc zygote.cc events.cc)
 # Planning, injectors, supervision, the run loop.
 set(SHMSTRESS_HARNESS_RUNTIME_SOURCES
   plan.cc
@@ -59,6 +59,7 @@ set(SHMSTRESS_HARNESS_RUNTIME_SOURCES
   subjects.cc
   run_lease.cc
   worker_exe.cc
+  zygote_server.cc
 )
 # The fault kinds (injectors/), linked into the runtime: each registers itself.
 set(_injectors

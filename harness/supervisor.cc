@@ -53,9 +53,14 @@ int Supervisor::run() {
     if (w.container >= 0 && !containers_.contains(w.container)) make_container(w.container);
   }
   make_gate();
+  std::vector<WorkerStart> first;
   for (const auto& w : plan_.workers) {
-    if (launcher_of(plan_, w.job)) continue;  // its launcher starts it
-    if (start_worker(w, w.env, worker_label(w.job, w.rank)) <= 0) {
+    if (!launcher_of(plan_, w.job)) first.push_back({&w, &w.env, worker_label(w.job, w.rank)});  // else its launcher starts it
+  }
+  const std::vector<pid_t> pids = start_workers(first);
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    const WorkerPlan& w = *first[i].w;
+    if (pids[i] <= 0) {
       log_.emit({{"type", "harness-error"},
                  {"message", "spawn failed for job " + std::to_string(w.job) + " rank " +
                                  std::to_string(w.rank)}});
@@ -74,6 +79,7 @@ int Supervisor::run() {
   heal_and_teardown();
   reap_until_workers_gone(mono_ns() + 5'000'000'000LL);
   if (plan_.final_cleanup) cleanup_step();
+  finish_zygote();  // before the audit, which would find it left over
   audit();
   if (!gate_path_.empty())
     ::unlink(gate_path_.c_str());  // a trial that ended before its gate opened
@@ -83,45 +89,64 @@ int Supervisor::run() {
 
 }  // namespace supervision
 
+namespace {
+
+// The harness's own pid namespace and a pidfd of the harness, opened once:
+// a supervisor is forked straight into a pid namespace of its own, and
+// there its parent, outside, is not its getppid().
+struct HarnessSelf {
+  int pid_ns = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+};
+
+}  // namespace
+
 pid_t start_supervisor(const TrialPlan& plan, const SupervisorConfig& cfg) {
-  pid_t harness = ::getpid();
+  static const HarnessSelf self;
+  static bool stuck = false;  // our children's pid namespace could not be put back
+  if (stuck) {
+    errno = EAGAIN;
+    return -1;
+  }
+  const pid_t harness = ::getpid();
+  // The trial's own pid namespace (with its own /proc, mounted by isolate()):
+  // the supervisor is its init, so every process of the trial, however it
+  // forked, is in its /proc for the orphan audit, and the kernel kills them
+  // all when the supervisor exits or dies. unshare() only says where our
+  // next child goes: we come back to our own namespace at once. (One fork
+  // of this big process, not two: a process in between cost a fork and an
+  // exit a trial.)
+  const bool pid_ns = cfg.allow_mount_ns && self.pid_ns >= 0 && self.pidfd >= 0 &&
+                      ::unshare(CLONE_NEWPID) == 0;
   pid_t pid = ::fork();
-  if (pid != 0) return pid;
+  if (pid != 0) {
+    if (pid_ns && ::setns(self.pid_ns, CLONE_NEWPID) != 0) {
+      // Every later child would be forked into that namespace, whose init
+      // is this one: refuse it, and every later trial (a harness error
+      // each; the run still ends with its reports).
+      stuck = true;
+      if (pid > 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+      errno = EAGAIN;
+      return -1;
+    }
+    return pid;
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != harness) ::_exit(3);
+  if (pid_ns) {
+    // Our parent is outside our namespace (getppid() is 0 here): it is gone
+    // if its pidfd says it exited.
+    struct pollfd pfd {
+      self.pidfd, POLLIN, 0
+    };
+    if (::poll(&pfd, 1, 0) != 0) ::_exit(3);
+  } else if (::getppid() != harness) {
+    ::_exit(3);
+  }
   ::setpgid(0, 0);
   signal(SIGINT, SIG_IGN);  // the harness decides when a trial stops
+  // As a pid namespace's init it takes only signals it handles (and SIGKILL,
+  // SIGSTOP from outside): the harness ends a trial with SIGKILL.
   signal(SIGTERM, SIG_DFL);
-  // The trial's own pid namespace (with its own /proc, mounted by isolate()):
-  // the supervisor proper is its init, so every process of the trial, however
-  // it forked, is in its /proc for the orphan audit, and the kernel kills
-  // them all when the supervisor exits or dies. This process only waits for
-  // it and passes its status on.
-  bool pid_ns = false;
-  if (cfg.allow_mount_ns) {
-    int alive[2];
-    if (::pipe2(alive, O_CLOEXEC) == 0 && ::unshare(CLONE_NEWPID) == 0) {
-      pid_t init = ::fork();
-      if (init < 0) ::_exit(3);
-      if (init > 0) {
-        ::close(alive[0]);
-        int st = 0;
-        while (::waitpid(init, &st, 0) < 0 && errno == EINTR) {
-        }
-        ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 3);
-      }
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::close(alive[1]);
-      // The parent is outside our namespace (getppid() is 0 here): it is gone
-      // if the pipe it holds is closed.
-      struct pollfd pfd {
-        alive[0], POLLIN, 0
-      };
-      if (::poll(&pfd, 1, 0) != 0) ::_exit(3);
-      ::close(alive[0]);
-      pid_ns = true;
-    }
-  }
   int rc = 3;
   try {
     rc = supervision::Supervisor(plan, cfg, pid_ns).run();

@@ -43,6 +43,10 @@ struct SupervisorConfig {
   std::string trial_dir;  // exists; history.jsonl and rank-*/ go here
   bool allow_mount_ns = true;
   std::string fallback_root;  // shm root when no mount namespace: unique per trial
+  // The run's zygote (zygote.h): its registration socket, inherited from
+  // the harness; native workers are forked from it where they can be. -1:
+  // every worker is exec'd (--exec-workers, or no zygote).
+  int zygote_fd = -1;
   // How long an op of each kind may stay open, not counting what its process
   // waited for a CPU, before the checkers call it a hang however the trial
   // goes on (its deadline + grace + a margin): with it the supervisor ends a

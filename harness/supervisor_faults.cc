@@ -285,13 +285,18 @@ void Supervisor::self_stopped(pid_t pid, Worker& w) {
 // just the same). Logs `event` (the kill), then the reused-pid window; if
 // neither works out, the kill's detail says so (`reused: false`).
 void Supervisor::reuse_pid(pid_t pid, std::uint64_t old_start, Json event) {
-  while (true) {  // it must be reaped for its number to be free
-    ProcStat ps;
-    if (!proc_stat(pid, &ps)) break;
-    if (ps.state == 'Z') {
-      reap();
-      if (!proc_stat(pid, &ps)) break;
+  // Its number is free only once it is reaped and so is every member of
+  // the process group it led (its tracker, killed with it: a zombie still
+  // holds the group's number). At most 2 s: they were all SIGKILLed.
+  const std::int64_t until = mono_ns() + 2'000'000'000LL;
+  for (;;) {
+    reap();
+    bool held = false;
+    for (pid_t p : proc_pids()) {
+      ProcStat ps;
+      if (proc_stat(p, &ps) && (p == pid || ps.pgrp == pid)) held = true;
     }
+    if (!held || mono_ns() >= until) break;
     struct timespec ts {
       0, 200'000
     };

@@ -38,12 +38,14 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string_view>
 #include <utility>
 
 #include "events.h"
 #include "supervisor.h"
+#include "zygote.h"
 
 extern char** environ;
 
@@ -352,6 +354,17 @@ class Supervisor {
   pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label);
   pid_t spawn(const std::map<std::string, std::string>& extra, const std::string& label,
               SpawnOptions o);
+  struct Prepared;  // a process ready to start (supervisor_spawn.cc)
+  std::unique_ptr<Prepared> prepare(const std::map<std::string, std::string>& extra,
+                                    const std::string& label, const SpawnOptions& o);
+  void ask(Prepared& p);
+  pid_t launch(Prepared& p);
+  struct WorkerStart {
+    const WorkerPlan* w;
+    const std::map<std::string, std::string>* env;
+    std::string label;
+  };
+  std::vector<pid_t> start_workers(const std::vector<WorkerStart>& ws);
   void log_settings(int job, int rank, pid_t self_pid, std::int64_t t);
   pid_t start_worker(const WorkerPlan& w, const std::map<std::string, std::string>& env,
                      const std::string& label);
@@ -360,6 +373,14 @@ class Supervisor {
   void make_gate();
   void open_gate(const char* why);
   void note_ready(const Json& e);
+  // The trial's connection to the run's zygote (zygote.h): made at the
+  // first native worker it can start, closed before the audit.
+  void start_zygote();
+  void stop_zygote();
+  void zygote_failed(const std::string& why);
+  bool zygote_ready();
+  void finish_zygote();
+  bool wants_zygote();
 
   // supervisor_watch.cc: following the trial while it runs (reaping,
   // announced processes, the history, timers, the main loop).
@@ -452,6 +473,12 @@ class Supervisor {
   std::deque<WorkerPlan> replacements_;  // plans of replacement workers (stable addresses)
   std::vector<Timer> timers_;
   int self_pid_ns_fd_ = -1;
+  int zygote_fd_ = -1;         // our connection to the zygote; -1: none, every worker is exec'd
+  pid_t zygote_pid_ = -1;      // the trial's zygote, once it said hello
+  int zygote_pidfd_ = -1;      // the same, however its pid is reaped meanwhile
+  bool zygote_lost_ = false;   // it said hello and then failed the trial (zygote_failed)
+  std::deque<zygote::Reply> drained_;  // what it answered before it died, for launch() in order
+  bool zygote_tried_ = false;  // once per trial: a zygote that failed is not asked again
   int ghost_count_ = 0;
   HistoryTail tail_;                         // reading history.jsonl for event triggers
   std::map<pid_t, Tracked> tracked_;         // processes of the trial we did not start, by our pid

@@ -1,6 +1,7 @@
 // The trial's world and the processes started in it: its namespaces (mount,
 // network, pid), containers, the start gate, workers and launchers.
 #include "supervisor_internal.h"
+#include "zygote.h"
 
 namespace harness::supervision {
 namespace {
@@ -74,6 +75,9 @@ struct ChildSetup {
   if (c.gid >= 0 && (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setgid, c.gid) != 0))
     die(115);
   if (c.uid >= 0 && ::syscall(SYS_setuid, c.uid) != 0) die(116);
+  // A change of identity clears the parent-death signal: set it again.
+  if ((c.uid >= 0 || c.gid >= 0) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(111);
+  if (::getppid() != c.parent) die(111);  // the supervisor died meanwhile
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -123,7 +127,195 @@ pid_t vfork_worker(ChildSetup& c) {
   return pid;
 }
 
+// Sends one message of `iov` with `nfds` fds in its SCM_RIGHTS (at most 4),
+// whole or not at all: true if it went.
+bool send_with_fds(int sock, struct iovec* iov, std::size_t iovlen, const int* fds, std::size_t nfds) {
+  constexpr std::size_t kMax = 4;
+  if (sock < 0 || nfds > kMax) return false;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMax)] = {};
+  struct msghdr m {};
+  m.msg_iov = iov;
+  m.msg_iovlen = iovlen;
+  m.msg_control = control;
+  m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+  std::memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < iovlen; ++i) bytes += iov[i].iov_len;
+  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes);
+}
+
+// Sends the trial's zygote a request for a worker set up as `c` says, with
+// environment `env` ("K=V" strings, each NUL-terminated). False if it
+// could not be sent (the zygote is of no more use).
+bool ask_zygote(int sock, const ChildSetup& c, const std::string& env) {
+  zygote::Request q;
+  q.uid = c.uid;
+  q.gid = c.gid;
+  q.nofile = c.nofile;
+  struct iovec iov[2] = {{&q, sizeof q}, {const_cast<char*>(env.data()), env.size()}};
+  const int fds[zygote::kRequestFds] = {c.events_fd, c.out_fd, c.err_fd, c.cwd_fd};
+  return send_with_fds(sock, iov, 2, fds, zygote::kRequestFds);
+}
+
+// The zygote's next answer (its hello first, then one per request, in
+// order), or nothing if it did not give one within 10 s (it clones once per
+// request) or the connection closed.
+std::optional<zygote::Reply> zygote_answer(int sock) {
+  if (sock < 0) return std::nullopt;
+  struct pollfd pfd {
+    sock, POLLIN, 0
+  };
+  int ready;
+  while ((ready = ::poll(&pfd, 1, 10'000)) < 0 && errno == EINTR) {
+  }
+  zygote::Reply r;
+  if (ready != 1 || ::recv(sock, &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) return std::nullopt;
+  return r;
+}
+
+// Set by the dynamic loader and malloc as a process starts: a worker whose
+// value of one of these differs from the zygote's must be exec'd to have it.
+bool loader_env_differs(const std::map<std::string, std::string>& a,
+                        const std::map<std::string, std::string>& b) {
+  auto loader_time = [](const std::string& k) {
+    return k.starts_with("LD_") || k == "GLIBC_TUNABLES" || k.starts_with("MALLOC_");
+  };
+  auto one_way = [&](const auto& x, const auto& y) {
+    for (const auto& [k, v] : x) {
+      if (!loader_time(k)) continue;
+      auto it = y.find(k);
+      if (it == y.end() || it->second != v) return true;
+    }
+    return false;
+  };
+  return one_way(a, b) || one_way(b, a);
+}
+
 }  // namespace
+
+// Registers the trial with the run's zygote (zygote.h): a connection of its
+// own, and the namespaces its workers are to be in. Only a supervisor that
+// is init of the trial's pid namespace: a worker the zygote forks is
+// re-parented to that init.
+void Supervisor::start_zygote() {
+  zygote_tried_ = true;
+  if (cfg_.zygote_fd < 0 || !pid_ns_) return;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return;
+  int fds[zygote::kRegisterFds] = {sv[1], ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC),
+                                   ::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC),
+                                   ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)};
+  bool sent = false;
+  if (std::all_of(std::begin(fds), std::end(fds), [](int fd) { return fd >= 0; })) {
+    char tag = 'r';
+    struct iovec iov {
+      &tag, 1
+    };
+    sent = send_with_fds(cfg_.zygote_fd, &iov, 1, fds, zygote::kRegisterFds);
+  }
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (!sent) {
+    ::close(sv[0]);
+    return;
+  }
+  zygote_fd_ = sv[0];
+}
+
+// Whether the trial has a native process the zygote may fork (prepare()
+// decides for each): a worker outside containers and launchers, with the
+// zygote's loader-time environment, a ghost, or the cleanup step.
+bool Supervisor::wants_zygote() {
+  if (cfg_.zygote_fd < 0 || !pid_ns_ || !cfg_.command.empty()) return false;
+  if (plan_.final_cleanup || !plan_.ghosts.empty()) return true;
+  return std::any_of(plan_.workers.begin(), plan_.workers.end(), [&](const WorkerPlan& w) {
+    std::map<std::string, std::string> env = base_env();
+    for (const auto& [k, v] : w.env) env[k] = v;
+    return w.container < 0 && !launcher_of(plan_, w.job) && !loader_env_differs(env, base_env());
+  });
+}
+
+// The zygote forgets the trial (and its namespaces) when the connection closes.
+void Supervisor::stop_zygote() {
+  if (zygote_fd_ >= 0) ::close(zygote_fd_);
+  zygote_fd_ = -1;
+}
+
+// Before the audit: the trial's zygote, if it is still coming up, says
+// hello (or fails) and then goes, so it is neither half made nor left over
+// when the audit looks.
+void Supervisor::finish_zygote() {
+  if (zygote_fd_ >= 0) zygote_ready();
+  stop_zygote();
+  if (zygote_pidfd_ < 0) return;
+  struct pollfd pfd {
+    zygote_pidfd_, POLLIN, 0
+  };
+  ::poll(&pfd, 1, 1000);  // it exits at end of file; reap() takes it
+  ::close(zygote_pidfd_);
+  zygote_pidfd_ = -1;
+}
+
+// The zygote's hello, once: its pid, or the reason it cannot start workers.
+// Without a hello it is quietly not used (every worker is exec'd): it says
+// hello before it reads a request, so nothing asked of it became a worker.
+bool Supervisor::zygote_ready() {
+  if (zygote_fd_ < 0) return false;
+  if (zygote_pid_ > 0) return true;
+  auto hello = zygote_answer(zygote_fd_);
+  if (!hello || hello->error != 0 || hello->pid <= 0) {
+    stop_zygote();  // one still coming up fails its hello on the closed connection and exits
+    return false;
+  }
+  zygote_pid_ = hello->pid;
+  zygote_pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, zygote_pid_, 0));
+  return true;
+}
+
+// A zygote that said hello and then failed the trial (stopped taking
+// requests, or did not answer one in 10 s): on record (the trial is a
+// harness error, never a subject's) and killed. What it answered before it
+// died stays (those workers are set up: launch() takes them in order); a
+// request it may have received and not answered is never started again
+// (launch()), and a clone it made for one is killed, so no rank runs twice.
+void Supervisor::zygote_failed(const std::string& why) {
+  log_.emit({{"type", "harness-error"},
+             {"message", "the trial's zygote " + why +
+                             "; the workers it did not answer for are not started, the rest are exec'd"}});
+  zygote_lost_ = true;
+  if (zygote_pidfd_ >= 0) {
+    ::syscall(SYS_pidfd_send_signal, zygote_pidfd_, SIGKILL, nullptr, 0);
+    struct pollfd pfd {
+      zygote_pidfd_, POLLIN, 0
+    };
+    ::poll(&pfd, 1, 1000);
+  }
+  std::set<pid_t> answered;
+  for (zygote::Reply r; zygote_fd_ >= 0;) {
+    struct pollfd pfd {
+      zygote_fd_, POLLIN, 0
+    };
+    if (::poll(&pfd, 1, 0) != 1 || ::recv(zygote_fd_, &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) break;
+    drained_.push_back(r);
+    if (r.pid > 0) answered.insert(r.pid);
+  }
+  stop_zygote();
+  const pid_t me = ::getpid();
+  for (pid_t p : descendants()) {
+    ProcStat ps;
+    if (!proc_stat(p, &ps) || ps.ppid != me || p == zygote_pid_ || workers_.contains(p) ||
+        tracked_.contains(p) || answered.contains(p) || p == cleanup_pid_ ||
+        std::find(helpers_.begin(), helpers_.end(), p) != helpers_.end())
+      continue;
+    ::kill(-p, SIGKILL);  // its own group, if it got as far as making one
+    ::kill(p, SIGKILL);
+  }
+}
 
 // A launcher listens on loopback ports of its own (torchrun's store): the
 // trial gets its own network namespace, so trials running side by side
@@ -145,13 +337,19 @@ void Supervisor::isolate() {
   lock_dir_ = trial_dir_ + "/locks";
   fs::create_directories(lock_dir_);
   ::chmod(lock_dir_.c_str(), 01777);  // like /tmp: workers may run as another uid
-  if (cfg_.allow_mount_ns && ::unshare(CLONE_NEWNS) == 0 &&
-      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
-      ::mount("shmstress", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-              ("size=" + shm_size() + ",mode=1777").c_str()) == 0) {
+  // Nothing is mounted unless this process has a mount namespace of its own.
+  const bool own_mounts = cfg_.allow_mount_ns && ::unshare(CLONE_NEWNS) == 0 &&
+                          ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+  if (own_mounts) {
+    own_network();
+    // The trial's zygote joins these namespaces while we mount the rest in
+    // them: what it takes to start overlaps what is left to set up here.
+    if (wants_zygote()) start_zygote();
+  }
+  if (own_mounts && ::mount("shmstress", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+                                     ("size=" + shm_size() + ",mode=1777").c_str()) == 0) {
     isolation_ = "mount-namespace";
     root_ = cfg_.shm_root.value_or("shmstress.");
-    own_network();
     // Our own /proc, so pids in it are those of the trial's pid namespace:
     // the subject's liveness checks read /proc/<pid>/stat.
     if (pid_ns_ &&
@@ -189,12 +387,44 @@ const std::map<std::string, std::string>& Supervisor::base_env() {
   return base_env_;
 }
 
+// A process of the trial, ready to start: everything its child needs is
+// made before it starts (after the fork the child only makes syscalls).
+struct Supervisor::Prepared {
+  std::string label, exe, blob;
+  std::vector<std::string> kvs, args;
+  std::vector<char*> envp, argv;
+  int out = -1, err = -1, own_dir = -1;
+  const Container* box = nullptr;
+  int container = -1;
+  ChildSetup c;
+  bool forkable = false;  // may be forked from the zygote
+  bool asked = false;     // its request is with the zygote
+  Prepared() = default;
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+  ~Prepared() {
+    for (int fd : {out, err, own_dir}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+};
+
 pid_t Supervisor::spawn(const std::map<std::string, std::string>& extra, const std::string& label) {
   return spawn(extra, label, SpawnOptions{});
 }
 
 pid_t Supervisor::spawn(const std::map<std::string, std::string>& extra, const std::string& label,
                         SpawnOptions o) {
+  std::unique_ptr<Prepared> p = prepare(extra, label, o);
+  if (!p) return -1;
+  ask(*p);
+  return launch(*p);
+}
+
+std::unique_ptr<Supervisor::Prepared> Supervisor::prepare(const std::map<std::string, std::string>& extra,
+                                                          const std::string& label, const SpawnOptions& o) {
+  auto p = std::make_unique<Prepared>();
+  p->label = label;
   const WorkerPlan* w = o.w;
   std::map<std::string, std::string> env = base_env();
   for (const auto& [k, v] : extra) env[k] = v;
@@ -218,99 +448,149 @@ pid_t Supervisor::spawn(const std::map<std::string, std::string>& extra, const s
   env["TMPDIR"] = lock_dir;  // subjects that put lock files in $TMPDIR stay inside the trial
   if (cfg_.allow_shared_shm) env["SHMSTRESS_ALLOW_SHARED_SHM"] = "1";  // the user said so
   if (!gate_path_.empty()) env["SHMSTRESS_GATE"] = gate_path_;
-  std::vector<std::string> kvs;
-  for (const auto& [k, v] : env) kvs.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) p->kvs.push_back(k + "=" + v);
   fs::path dir = trial_dir_ + "/" + label;
   fs::create_directories(dir);
-  // Everything the child needs is prepared here: after fork it only makes syscalls.
-  std::vector<char*> envp;
-  for (auto& kv : kvs) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = o.launcher;
+  for (auto& kv : p->kvs) p->envp.push_back(kv.data());
+  p->envp.push_back(nullptr);
+  p->args = o.launcher;
   for (const auto& a :
        cfg_.command.empty() || o.native ? std::vector<std::string>{cfg_.exe} : cfg_.command) {
-    args.push_back(a);
+    p->args.push_back(a);
   }
-  args.push_back("worker");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string exe = args.front();
-  const Container* box = nullptr;
+  p->args.push_back("worker");
+  for (auto& a : p->args) p->argv.push_back(a.data());
+  p->argv.push_back(nullptr);
+  p->exe = p->args.front();
   if (w && w->container >= 0) {
     auto it = containers_.find(w->container);
     if (it == containers_.end() || it->second.init <= 0) {
       log_.emit({{"type", "harness-error"},
                  {"message", "no container " + std::to_string(w->container) + " for " + label}});
-      return -1;
+      return nullptr;
     }
-    box = &it->second;
+    p->box = &it->second;
+    p->container = w->container;
   }
   // O_APPEND: once cap_logs() cuts a log, what the worker writes next goes
   // after the cut, not into a hole at its old offset. O_NOFOLLOW: a worker
   // of an earlier spawn may have put a symlink there (it runs in this dir).
-  int out = ::open((dir / "stdout.log").c_str(),
-                   O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-  int err = ::open((dir / "stderr.log").c_str(),
-                   O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  p->out = ::open((dir / "stdout.log").c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  p->err = ::open((dir / "stderr.log").c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   // cap_logs() works on these files through fds of its own, never by path:
   // the worker may rename them or put a symlink in their place.
-  for (int fd : {out, err}) {
+  for (int fd : {p->out, p->err}) {
     if (fd >= 0) logs_.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
   }
-  if (out < 0 || err < 0) {
+  if (p->out < 0 || p->err < 0) {
     log_.emit({{"type", "harness-error"},
                {"message", "cannot open the logs of " + label + ": " + std::strerror(errno)}});
-    if (out >= 0) ::close(out);
-    if (err >= 0) ::close(err);
-    return -1;
+    return nullptr;
   }
   // It starts in its own dir (docs/worker-protocol.md): a subject's
   // relative writes land in the trial, not where shmstress was started.
-  const int own_dir = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (own_dir < 0) {
+  p->own_dir = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (p->own_dir < 0) {
     log_.emit({{"type", "harness-error"},
                {"message", "cannot open the dir of " + label + ": " + std::strerror(errno)}});
-    ::close(out), ::close(err);
-    return -1;
+    return nullptr;
   }
-  ChildSetup c;
-  c.parent = box ? 0 : ::getpid();
-  c.exe = exe.c_str();
-  c.argv = argv.data();
-  c.envp = envp.data();
+  ChildSetup& c = p->c;
+  c.parent = p->box ? 0 : ::getpid();
+  c.exe = p->exe.c_str();
+  c.argv = p->argv.data();
+  c.envp = p->envp.data();
   c.events_fd = o.events_fd >= 0 ? o.events_fd : log_.fd();
-  c.out_fd = out;
-  c.err_fd = err;
+  c.out_fd = p->out;
+  c.err_fd = p->err;
   c.uid = w ? w->uid : -1;
   c.gid = w ? w->gid : -1;
   c.nofile = w ? w->nofile : -1;
-  c.mnt_ns_fd = box ? box->mnt_ns_fd : -1;
-  c.cwd_fd = own_dir;
-  // A container's worker is started in its pid namespace (our children's
-  // namespace for this one clone), so it stays our child to reap and signal.
-  if (box && ::setns(box->pid_ns_fd, CLONE_NEWPID) != 0) {
-    log_.emit({{"type", "harness-error"},
-               {"message", "cannot enter container " + std::to_string(w->container) + ": " +
-                               std::strerror(errno)}});
-    ::close(out), ::close(err), ::close(own_dir);
-    return -1;
+  c.mnt_ns_fd = p->box ? p->box->mnt_ns_fd : -1;
+  c.cwd_fd = p->own_dir;
+  // The native worker, outside containers, with the zygote's loader-time
+  // environment, is forked from the trial's zygote (zygote.h); the rest, and
+  // all of them once the zygote fails to answer, are exec'd.
+  if (cfg_.zygote_fd >= 0 && !p->box && o.launcher.empty() && (cfg_.command.empty() || o.native) &&
+      !loader_env_differs(env, base_env())) {
+    for (const auto& kv : p->kvs) p->blob.append(kv).push_back('\0');
+    p->forkable = p->blob.size() + sizeof(zygote::Request) <= zygote::kMaxRequest;
   }
-  pid_t pid = vfork_worker(c);
-  const int spawn_errno = errno;
-  if (box) ::setns(self_pid_ns_fd_, CLONE_NEWPID);
-  ::close(out);
-  ::close(err);
-  ::close(own_dir);
+  return p;
+}
+
+// Hands `p` to the trial's zygote if it may be forked from it: its pid is
+// the zygote's next answer (launch). Several may be asked before the first
+// is launched: the zygote answers in order.
+void Supervisor::ask(Prepared& p) {
+  if (!p.forkable) return;
+  if (!zygote_tried_) start_zygote();
+  if (zygote_fd_ < 0 || zygote_lost_) return;
+  p.asked = ask_zygote(zygote_fd_, p.c, p.blob);
+  if (p.asked || errno == EMSGSIZE || errno == ENOBUFS) return;  // too big: this one is exec'd
+  // The connection broke. Before its hello the zygote started nothing.
+  if (zygote_ready()) zygote_failed("stopped taking requests");
+}
+
+// Starts `p`: the zygote's answer if it was asked, else an exec. Returns
+// its pid, or -1 (logged).
+pid_t Supervisor::launch(Prepared& p) {
+  pid_t pid = -1;
+  int spawn_errno = 0;
+  bool started = false;
+  std::optional<zygote::Reply> answer;
+  if (p.asked && zygote_lost_) {
+    if (drained_.empty()) {
+      log_.emit({{"type", "harness-error"},
+                 {"message", "not starting " + p.label + ": its request was with the zygote that failed"}});
+      return -1;
+    }
+    answer = drained_.front();
+    drained_.pop_front();
+  } else if (p.asked && zygote_ready()) {
+    answer = zygote_answer(zygote_fd_);
+    if (!answer) {
+      zygote_failed("did not answer " + p.label + " in 10 s");
+      return launch(p);  // as one the failed zygote may have: an answer it left, or not started
+    }
+  }
+  if (answer) {
+    started = true;
+    if (answer->error == 0 && answer->pid > 0) {
+      pid = answer->pid;
+    } else {
+      // It never became a worker: as a failed exec (what is left of it, ours, reaped).
+      if (answer->pid > 0) {
+        while (::waitpid(answer->pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+      }
+      pid = -2;
+      spawn_errno = answer->error != 0 ? answer->error : EPROTO;
+    }
+  }
+  if (!started) {
+    // A container's worker is started in its pid namespace (our children's
+    // namespace for this one clone), so it stays our child to reap and signal.
+    if (p.box && ::setns(p.box->pid_ns_fd, CLONE_NEWPID) != 0) {
+      log_.emit({{"type", "harness-error"},
+                 {"message", "cannot enter container " + std::to_string(p.container) + ": " +
+                                 std::strerror(errno)}});
+      return -1;
+    }
+    pid = vfork_worker(p.c);
+    spawn_errno = errno;
+    if (p.box) ::setns(self_pid_ns_fd_, CLONE_NEWPID);
+  }
   if (pid == -1) {
     log_.emit({{"type", "harness-error"},
-               {"message", "fork failed for " + label + ": " + std::strerror(spawn_errno)}});
+               {"message", "fork failed for " + p.label + ": " + std::strerror(spawn_errno)}});
     return -1;
   }
   if (pid < 0) {  // never became a worker: the harness failed
-    log_.emit(
-        {{"type", "harness-error"},
-         {"message", "cannot start " + label + " (" + exe + "): " + std::strerror(spawn_errno)}});
+    log_.emit({{"type", "harness-error"},
+               {"message", "cannot start " + p.label + " (" + p.exe + "): " + std::strerror(spawn_errno)}});
     return -1;
   }
   return pid;  // this supervisor is its one reaper (waitpid below)
@@ -337,19 +617,49 @@ void Supervisor::log_settings(int job, int rank, pid_t self_pid, std::int64_t t)
 
 pid_t Supervisor::start_worker(const WorkerPlan& w, const std::map<std::string, std::string>& env,
                                const std::string& label) {
-  // Taken before the fork: the worker may run, fail on its settings and
-  // log it before spawn() returns here.
-  const std::int64_t before_fork = mono_ns();
-  pid_t pid = spawn(env, label, {.w = &w});
-  if (pid > 0) {
-    Worker x{w.job, w.rank};
-    x.spawned_t = before_fork;
-    x.plan = &w;
-    x.self_pid = w.container >= 0 ? own_pid(pid) : pid;
-    workers_[pid] = x;
-    log_settings(x.job, x.rank, x.self_pid, x.spawned_t);
+  return start_workers({{&w, &env, label}}).front();
+}
+
+// Starts the workers in order, each asked of the zygote before the first
+// answer is read (the zygote forks while we prepare the next). Returns their
+// pids (-1: not started, logged).
+std::vector<pid_t> Supervisor::start_workers(const std::vector<WorkerStart>& ws) {
+  struct Pending {
+    std::unique_ptr<Prepared> p;
+    std::int64_t before_fork = 0;
+  };
+  // At most this many asked and not yet answered: the zygote's answers
+  // wait in our socket's buffer meanwhile, which must never fill.
+  constexpr std::size_t kAhead = 32;
+  std::vector<Pending> pending;
+  std::vector<pid_t> pids;
+  auto launch_next = [&] {
+    const std::size_t i = pids.size();
+    const WorkerPlan& w = *ws[i].w;
+    pid_t pid = pending[i].p ? launch(*pending[i].p) : -1;
+    pending[i].p.reset();  // its fds, now the worker's
+    if (pid > 0) {
+      Worker x{w.job, w.rank};
+      x.spawned_t = pending[i].before_fork;
+      x.plan = &w;
+      x.self_pid = w.container >= 0 ? own_pid(pid) : pid;
+      workers_[pid] = x;
+      log_settings(x.job, x.rank, x.self_pid, x.spawned_t);
+    }
+    pids.push_back(pid);
+  };
+  for (const WorkerStart& s : ws) {
+    if (pending.size() - pids.size() >= kAhead) launch_next();
+    // Taken before the fork: the worker may run, fail on its settings and
+    // log it before launch() returns here.
+    Pending x;
+    x.before_fork = mono_ns();
+    x.p = prepare(*s.env, s.label, {.w = s.w});
+    if (x.p) ask(*x.p);
+    pending.push_back(std::move(x));
   }
-  return pid;
+  while (pids.size() < ws.size()) launch_next();
+  return pids;
 }
 
 // A job's launcher: torchrun's elastic agent, which starts the job's ranks

@@ -52,14 +52,16 @@ void Supervisor::heal_and_teardown() {
   }
 }
 
+// Each loop here looks (reap) before it waits: a wait after the look that
+// saw the last exit sleeps its whole 50 ms when that exit's SIGCHLD was
+// drained by an earlier wait (every such trial ended 50 ms late).
 void Supervisor::reap_until_workers_gone(std::int64_t until) {
-  while (any_worker_alive() && mono_ns() < until) {
+  for (;;) {
     reap();
     poll_tracked();
+    if (!any_worker_alive() || mono_ns() >= until) return;
     wait_chld(until);
   }
-  reap();
-  poll_tracked();
 }
 
 // One cleanup per namespace the trial used: the trial's own and each
@@ -84,10 +86,7 @@ void Supervisor::cleanup_step() {
     c.self_pid = cleanup_pid_;
     workers_[cleanup_pid_] = c;
     std::int64_t until = mono_ns() + 10'000'000'000LL;
-    while (!cleanup_done_ && mono_ns() < until) {
-      reap();
-      wait_chld(until);
-    }
+    for (reap(); !cleanup_done_ && mono_ns() < until; reap()) wait_chld(until);
     if (!cleanup_done_) {
       ::kill(cleanup_pid_, SIGKILL);
       log_.emit({{"type", "harness-error"}, {"message", "cleanup step did not finish in 10 s"}});

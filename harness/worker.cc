@@ -837,10 +837,70 @@ int run() {
   return all_ok ? 0 : 1;
 }
 
+// SHMSTRESS_PROBE (tests only): the process state a worker starts with, as
+// one JSON line on stdout, before anything else. zygote_test compares the
+// workers the zygote forks with exec'd ones by it (harness/zygote.h).
+void probe_process() {
+  Json p;
+  p["pid"] = ::getpid();
+  p["ppid"] = ::getppid();
+  p["leads_group"] = ::getpgid(0) == ::getpid();
+  p["uid"] = ::getuid();
+  p["gid"] = ::getgid();
+  p["groups"] = ::getgroups(0, nullptr);
+  struct rlimit rl {};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  p["nofile"] = {rl.rlim_cur, rl.rlim_max};
+  int pdeath = 0;
+  ::prctl(PR_GET_PDEATHSIG, &pdeath);
+  p["pdeathsig"] = pdeath;
+  p["dumpable"] = ::prctl(PR_GET_DUMPABLE);
+  p["fd3_cloexec"] = (::fcntl(3, F_GETFD) & FD_CLOEXEC) != 0;
+  std::ifstream cmdline("/proc/self/cmdline");
+  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  std::replace(args.begin(), args.end(), '\0', ' ');
+  p["cmdline"] = args;
+  sigset_t mask;
+  ::sigprocmask(SIG_BLOCK, nullptr, &mask);
+  Json blocked = Json::array(), handled = Json::array();
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&mask, sig) == 1) blocked.push_back(sig);
+    struct sigaction sa {};
+    if (::sigaction(sig, nullptr, &sa) == 0 && sa.sa_handler != SIG_DFL) handled.push_back(sig);
+  }
+  p["blocked"] = blocked;
+  p["not_default"] = handled;
+  Json fds = Json::array();
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code lec;
+    // The iterator's own fd is gone by the time it is read back: only fds whose link resolves.
+    if (auto target = std::filesystem::read_symlink(it->path(), lec); !lec && target.string().find("/proc/") == std::string::npos)
+      fds.push_back(std::stoi(it->path().filename().string()));
+  }
+  std::sort(fds.begin(), fds.end());
+  p["fds"] = fds;
+  p["cwd"] = std::filesystem::current_path(ec).string();
+  for (const char* ns : {"mnt", "pid", "net"}) {
+    std::error_code a, b;
+    auto mine = std::filesystem::read_symlink(std::string("/proc/self/ns/") + ns, a);
+    auto init = std::filesystem::read_symlink(std::string("/proc/1/ns/") + ns, b);
+    p["ns_of_init"][ns] = a || b ? Json() : Json(mine == init);
+  }
+  Json env = Json::array();
+  for (char** e = environ; *e; ++e) env.push_back(std::string(*e).substr(0, std::string(*e).find('=')));
+  std::sort(env.begin(), env.end());
+  p["env"] = env;
+  std::printf("%s\n", p.dump().c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int worker_main() {
   try {
+    if (std::getenv("SHMSTRESS_PROBE")) probe_process();
     return run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shmstress worker: uncaught exception: %s\n", e.what());

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "worker.h"
+#include "zygote.h"
 #if __has_include("worker_token.h")
 #include "worker_token.h"
 #endif
@@ -17,5 +18,7 @@ int main([[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
     return 0;
   }
 #endif
+  if (argc == 2 && std::strcmp(argv[1], harness::zygote::kArg) == 0)
+    return harness::zygote::serve(harness::zygote::kSockFd);
   return harness::worker_main();
 }
