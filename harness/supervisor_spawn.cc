@@ -224,6 +224,12 @@ void Supervisor::start_zygote() {
     ::close(sv[0]);
     return;
   }
+  // A request that cannot be sent in 10 s (a zygote that stopped reading)
+  // fails like any other: the zygote is of no more use.
+  const struct timeval ten {
+    10, 0
+  };
+  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &ten, sizeof ten);
   zygote_fd_ = sv[0];
 }
 
