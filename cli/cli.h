@@ -98,6 +98,10 @@ bool use_subject(const std::string& spec, const std::vector<std::string>& search
 // One POSIX shell word (single-quoted when it needs to be).
 std::string shell_word(const std::string& s);
 std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err);
+// Makes *o run trials as the stored run did where that changes what a trial
+// is (its sometimes-on pauses, how its workers start), repeating the flags
+// in o's reproduce command: `replay` and `shrink` both follow the original.
+void follow_trial_run(const TrialRunFlags& original, harness::RunOptions* o);
 
 // A stored trial dir may come from a bug report: what it says to run is code,
 // and `replay`/`shrink` run it as root. Without --allow-stored-command, only

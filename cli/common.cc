@@ -127,6 +127,13 @@ std::optional<harness::RunResult> read_run_result(const std::string& dir_or_file
   return r;
 }
 
+void follow_trial_run(const TrialRunFlags& original, harness::RunOptions* o) {
+  o->sometimes = !original.no_sometimes;
+  if (original.no_sometimes) o->reproduce_flags += " --no-sometimes";
+  o->zygote = !original.exec_workers;
+  if (original.exec_workers) o->reproduce_flags += " --exec-workers";
+}
+
 std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::string* err) {
   auto summary = find_run_summary(trial_dir, err);
   if (!summary) return std::nullopt;
@@ -135,10 +142,12 @@ std::optional<TrialRunFlags> trial_run_flags(const fs::path& trial_dir, std::str
   if (auto it = repro.find(trial_dir.string()); it != repro.end()) {
     f.worker_bin = reports::command_flag(it->second, "--worker-bin");
     f.subject = reports::command_flag(it->second, "--subject");
-    f.no_mount_ns = (" " + it->second + " ").find(" --no-mount-ns ") != std::string::npos;
-    f.allow_shared_shm = (" " + it->second + " ").find(" --allow-shared-shm ") != std::string::npos;
-    f.no_sometimes = (" " + it->second + " ").find(" --no-sometimes ") != std::string::npos;
-    f.exec_workers = (" " + it->second + " ").find(" --exec-workers ") != std::string::npos;
+    const std::string words = " " + it->second + " ";
+    auto has = [&words](const char* flag) { return words.find(" " + std::string(flag) + " ") != std::string::npos; };
+    f.no_mount_ns = has("--no-mount-ns");
+    f.allow_shared_shm = has("--allow-shared-shm");
+    f.no_sometimes = has("--no-sometimes");
+    f.exec_workers = has("--exec-workers");
   }
   // The trial's own record wins: it is there for passing trials too, which
   // have no reproduce command, and it names a scenario's own subject.

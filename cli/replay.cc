@@ -132,10 +132,7 @@ int replay(const ReplayArgs& a, const char* argv0) {
     o.invocation = argv0;
     if (!worker_bin.empty()) o.reproduce_flags = " --worker-bin " + shell_word(worker_bin);
     if (no_mount_ns) o.reproduce_flags += " --no-mount-ns";
-    o.sometimes = !original.no_sometimes;
-    if (original.no_sometimes) o.reproduce_flags += " --no-sometimes";
-    o.zygote = !original.exec_workers;
-    if (original.exec_workers) o.reproduce_flags += " --exec-workers";
+    follow_trial_run(original, &o);
     std::string why;
     if (!subject.empty()) (void)use_subject(subject, search_from, &o, &why);
     o.allow_shared_shm = original.allow_shared_shm;

@@ -72,10 +72,7 @@ int shrink(ShrinkArgs a, const char* argv0) {
   so.run.parallel = 1;
   if (!a.worker_bin.empty()) so.run.reproduce_flags = " --worker-bin " + shell_word(a.worker_bin);
   if (a.no_mount_ns) so.run.reproduce_flags += " --no-mount-ns";
-  so.run.sometimes = !original.no_sometimes;
-  if (original.no_sometimes) so.run.reproduce_flags += " --no-sometimes";
-  so.run.zygote = !original.exec_workers;
-  if (original.exec_workers) so.run.reproduce_flags += " --exec-workers";
+  follow_trial_run(original, &so.run);
   // Every candidate runs the subject the trial ran, not the scenario's own.
   const std::string subject = !a.subject.empty() ? a.subject : original.subject.value_or("");
   if (!subject.empty()) {

@@ -26,8 +26,8 @@
 #include "run_lease.h"
 #include "subjects.h"
 #include "supervisor.h"
-#include "zygote_server.h"
 #include "trial_dirs.h"
+#include "zygote_server.h"
 
 namespace harness {
 namespace fs = std::filesystem;

@@ -55,7 +55,7 @@ struct RunOptions {
   // a random failpoint in some trials, from the trial's seed) to every
   // native scenario that does not opt out or list it itself.
   bool sometimes = true;
-  // Native workers are forked from each trial's zygote (harness/zygote.h)
+  // Native workers are forked from the run's zygote (harness/zygote.h)
   // where they can be; false: every worker is exec'd (--exec-workers).
   bool zygote = true;
   bool stop_on_violation = false;   // stop starting trials after the first new violation (with

@@ -291,12 +291,8 @@ void Supervisor::reuse_pid(pid_t pid, std::uint64_t old_start, Json event) {
   const std::int64_t until = mono_ns() + 2'000'000'000LL;
   for (;;) {
     reap();
-    bool held = false;
-    for (pid_t p : proc_pids()) {
-      ProcStat ps;
-      if (proc_stat(p, &ps) && (p == pid || ps.pgrp == pid)) held = true;
-    }
-    if (!held || mono_ns() >= until) break;
+    ProcStat ps;
+    if ((!proc_stat(pid, &ps) && group_members(pid).empty()) || mono_ns() >= until) break;
     struct timespec ts {
       0, 200'000
     };

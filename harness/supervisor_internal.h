@@ -434,6 +434,7 @@ class Supervisor {
   // supervisor_teardown.cc: the trial's end (heal, teardown, the cleanup
   // step, the audit of what is left).
   void heal_and_teardown();
+  void reap_until(const std::function<bool()>& done, std::int64_t until);
   void reap_until_workers_gone(std::int64_t until);
   void cleanup_step();
   static std::map<std::string, ino_t> shm_entries();

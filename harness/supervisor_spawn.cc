@@ -1,6 +1,7 @@
 // The trial's world and the processes started in it: its namespaces (mount,
 // network, pid), containers, the start gate, workers and launchers.
 #include "supervisor_internal.h"
+#include "worker_process.h"
 #include "zygote.h"
 
 namespace harness::supervision {
@@ -9,35 +10,21 @@ namespace {
 // What a worker's process needs before exec. Prepared by the parent: the
 // forked child only makes syscalls with it.
 struct ChildSetup {
-  pid_t parent =
-      0;  // getppid() must be this (0 in a container: its parent is outside its pid namespace)
+  WorkerProcess proc;  // what it is made before exec (worker_process.h)
   const char* exe = nullptr;
   char* const* argv = nullptr;
   char* const* envp = nullptr;
-  int events_fd = -1, out_fd = -1, err_fd = -1;
-  int uid = -1, gid = -1;
-  long nofile = -1;
-  int mnt_ns_fd = -1;  // >= 0: enter this mount namespace (a container's, with its own /proc)
-  int cwd_fd = -1;     // the worker's own dir (<trial>/<label>): where it starts, after any setns
   // The child shares our memory until it execs (vfork_worker): a failure
   // before exec is its errno, written here; 0 if exec worked.
   int* failed_errno = nullptr;
 };
 
-// What a worker's process must be before exec: the leader of its own process
-// group, dead with the supervisor, with a clean signal state, events on fd 3,
-// stdio in its log files, and the injected identity, limits and container.
 // Runs in a child that shares the supervisor's memory until it execs
 // (vfork_worker, as posix_spawn does): only raw syscalls, no allocation, no
-// glibc state (setuid and friends as syscalls: glibc's wrappers would try
-// to reach the supervisor's other threads). A failure before exec is its
-// errno in *failed_errno, then _exit(127).
+// glibc state. A failure before exec is its errno in *failed_errno, then
+// _exit(127).
 [[noreturn]] void exec_worker(const ChildSetup& c) {
   // (A free function, not a [[noreturn]] lambda: clang refuses the attribute there.)
-  auto die = [&c](int) {
-    *c.failed_errno = errno != 0 ? errno : EINVAL;
-    ::_exit(127);
-  };
   // No handler of the supervisor's (the harness's, inherited) may run here,
   // in its memory: every caught signal back to its default while all are
   // blocked (vfork_worker blocked them), ignored ones stay ignored as exec
@@ -50,39 +37,8 @@ struct ChildSetup {
     sa.sa_flags = 0;
     ::sigaction(sig, &sa, nullptr);
   }
-  // Its own process group, so a whole-job kill (killpg) takes its whole tree.
-  // It stays out of the terminal's foreground group like the supervisor.
-  if (::setpgid(0, 0) != 0) die(110);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != c.parent) die(111);
-  if (c.mnt_ns_fd >= 0 && ::setns(c.mnt_ns_fd, CLONE_NEWNS) != 0) die(118);
-  if (c.cwd_fd >= 0 && ::fchdir(c.cwd_fd) != 0) die(119);
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(c.out_fd, 1) < 0 || ::dup2(c.err_fd, 2) < 0)
-    die(112);
-  if (c.events_fd == kEventsFd) {
-    if (::fcntl(kEventsFd, F_SETFD, 0) < 0) die(113);
-  } else if (::dup2(c.events_fd, kEventsFd) < 0) {  // dup2 clears FD_CLOEXEC on fd 3
-    die(113);
-  }
-  // Close every other inherited fd (our fd table is the child's own copy).
-  ::syscall(SYS_close_range, kEventsFd + 1, ~0U, 0);
-  if (c.nofile >= 0) {
-    struct rlimit rl {
-      static_cast<rlim_t>(c.nofile), static_cast<rlim_t>(c.nofile)
-    };
-    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) die(114);
-  }
-  if (c.gid >= 0 && (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setgid, c.gid) != 0))
-    die(115);
-  if (c.uid >= 0 && ::syscall(SYS_setuid, c.uid) != 0) die(116);
-  // A change of identity clears the parent-death signal: set it again.
-  if ((c.uid >= 0 || c.gid >= 0) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(111);
-  if (::getppid() != c.parent) die(111);  // the supervisor died meanwhile
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(c.exe, c.argv, c.envp);
-  *c.failed_errno = errno;
+  if (become_worker_process(c.proc)) ::execve(c.exe, c.argv, c.envp);
+  *c.failed_errno = errno != 0 ? errno : EINVAL;
   ::_exit(127);
 }
 
@@ -153,11 +109,11 @@ bool send_with_fds(int sock, struct iovec* iov, std::size_t iovlen, const int* f
 // could not be sent (the zygote is of no more use).
 bool ask_zygote(int sock, const ChildSetup& c, const std::string& env) {
   zygote::Request q;
-  q.uid = c.uid;
-  q.gid = c.gid;
-  q.nofile = c.nofile;
+  q.uid = c.proc.uid;
+  q.gid = c.proc.gid;
+  q.nofile = c.proc.nofile;
   struct iovec iov[2] = {{&q, sizeof q}, {const_cast<char*>(env.data()), env.size()}};
-  const int fds[zygote::kRequestFds] = {c.events_fd, c.out_fd, c.err_fd, c.cwd_fd};
+  const int fds[zygote::kRequestFds] = {c.proc.events_fd, c.proc.out_fd, c.proc.err_fd, c.proc.cwd_fd};
   return send_with_fds(sock, iov, 2, fds, zygote::kRequestFds);
 }
 
@@ -178,21 +134,17 @@ std::optional<zygote::Reply> zygote_answer(int sock) {
 }
 
 // Set by the dynamic loader and malloc as a process starts: a worker whose
-// value of one of these differs from the zygote's must be exec'd to have it.
-bool loader_env_differs(const std::map<std::string, std::string>& a,
-                        const std::map<std::string, std::string>& b) {
-  auto loader_time = [](const std::string& k) {
-    return k.starts_with("LD_") || k == "GLIBC_TUNABLES" || k.starts_with("MALLOC_");
-  };
-  auto one_way = [&](const auto& x, const auto& y) {
-    for (const auto& [k, v] : x) {
-      if (!loader_time(k)) continue;
-      auto it = y.find(k);
-      if (it == y.end() || it->second != v) return true;
-    }
-    return false;
-  };
-  return one_way(a, b) || one_way(b, a);
+// `extra` environment gives one of these a value other than the zygote's
+// (which has the environment every worker starts from, `base`) must be
+// exec'd to have it.
+bool loader_env_differs(const std::map<std::string, std::string>& extra,
+                        const std::map<std::string, std::string>& base) {
+  return std::any_of(extra.begin(), extra.end(), [&](const auto& kv) {
+    const std::string& k = kv.first;
+    if (!k.starts_with("LD_") && k != "GLIBC_TUNABLES" && !k.starts_with("MALLOC_")) return false;
+    auto it = base.find(k);
+    return it == base.end() || it->second != kv.second;
+  });
 }
 
 }  // namespace
@@ -240,9 +192,7 @@ bool Supervisor::wants_zygote() {
   if (cfg_.zygote_fd < 0 || !pid_ns_ || !cfg_.command.empty()) return false;
   if (plan_.final_cleanup || !plan_.ghosts.empty()) return true;
   return std::any_of(plan_.workers.begin(), plan_.workers.end(), [&](const WorkerPlan& w) {
-    std::map<std::string, std::string> env = base_env();
-    for (const auto& [k, v] : w.env) env[k] = v;
-    return w.container < 0 && !launcher_of(plan_, w.job) && !loader_env_differs(env, base_env());
+    return w.container < 0 && !launcher_of(plan_, w.job) && !loader_env_differs(w.env, base_env());
   });
 }
 
@@ -301,21 +251,22 @@ void Supervisor::zygote_failed(const std::string& why) {
     };
     ::poll(&pfd, 1, 1000);
   }
-  std::set<pid_t> answered;
   for (zygote::Reply r; zygote_fd_ >= 0;) {
     struct pollfd pfd {
       zygote_fd_, POLLIN, 0
     };
     if (::poll(&pfd, 1, 0) != 1 || ::recv(zygote_fd_, &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) break;
     drained_.push_back(r);
-    if (r.pid > 0) answered.insert(r.pid);
   }
   stop_zygote();
   const pid_t me = ::getpid();
+  auto answered = [this](pid_t p) {
+    return std::any_of(drained_.begin(), drained_.end(), [p](const zygote::Reply& r) { return r.pid == p; });
+  };
   for (pid_t p : descendants()) {
     ProcStat ps;
     if (!proc_stat(p, &ps) || ps.ppid != me || p == zygote_pid_ || workers_.contains(p) ||
-        tracked_.contains(p) || answered.contains(p) || p == cleanup_pid_ ||
+        tracked_.contains(p) || answered(p) || p == cleanup_pid_ ||
         std::find(helpers_.begin(), helpers_.end(), p) != helpers_.end())
       continue;
     ::kill(-p, SIGKILL);  // its own group, if it got as far as making one
@@ -504,23 +455,24 @@ std::unique_ptr<Supervisor::Prepared> Supervisor::prepare(const std::map<std::st
     return nullptr;
   }
   ChildSetup& c = p->c;
-  c.parent = p->box ? 0 : ::getpid();
   c.exe = p->exe.c_str();
   c.argv = p->argv.data();
   c.envp = p->envp.data();
-  c.events_fd = o.events_fd >= 0 ? o.events_fd : log_.fd();
-  c.out_fd = p->out;
-  c.err_fd = p->err;
-  c.uid = w ? w->uid : -1;
-  c.gid = w ? w->gid : -1;
-  c.nofile = w ? w->nofile : -1;
-  c.mnt_ns_fd = p->box ? p->box->mnt_ns_fd : -1;
-  c.cwd_fd = p->own_dir;
+  WorkerProcess& proc = c.proc;
+  proc.parent = p->box ? 0 : ::getpid();
+  proc.events_fd = o.events_fd >= 0 ? o.events_fd : log_.fd();
+  proc.out_fd = p->out;
+  proc.err_fd = p->err;
+  proc.uid = w ? w->uid : -1;
+  proc.gid = w ? w->gid : -1;
+  proc.nofile = w ? w->nofile : -1;
+  proc.mnt_ns_fd = p->box ? p->box->mnt_ns_fd : -1;
+  proc.cwd_fd = p->own_dir;
   // The native worker, outside containers, with the zygote's loader-time
   // environment, is forked from the trial's zygote (zygote.h); the rest, and
   // all of them once the zygote fails to answer, are exec'd.
   if (cfg_.zygote_fd >= 0 && !p->box && o.launcher.empty() && (cfg_.command.empty() || o.native) &&
-      !loader_env_differs(env, base_env())) {
+      !loader_env_differs(extra, base_env())) {
     for (const auto& kv : p->kvs) p->blob.append(kv).push_back('\0');
     p->forkable = p->blob.size() + sizeof(zygote::Request) <= zygote::kMaxRequest;
   }
@@ -545,9 +497,12 @@ void Supervisor::ask(Prepared& p) {
 pid_t Supervisor::launch(Prepared& p) {
   pid_t pid = -1;
   int spawn_errno = 0;
-  bool started = false;
   std::optional<zygote::Reply> answer;
-  if (p.asked && zygote_lost_) {
+  if (p.asked && !zygote_lost_ && zygote_ready()) {
+    answer = zygote_answer(zygote_fd_);
+    if (!answer) zygote_failed("did not answer " + p.label + " in 10 s");
+  }
+  if (p.asked && zygote_lost_ && !answer) {  // an answer it left, or none: never started twice
     if (drained_.empty()) {
       log_.emit({{"type", "harness-error"},
                  {"message", "not starting " + p.label + ": its request was with the zygote that failed"}});
@@ -555,15 +510,8 @@ pid_t Supervisor::launch(Prepared& p) {
     }
     answer = drained_.front();
     drained_.pop_front();
-  } else if (p.asked && zygote_ready()) {
-    answer = zygote_answer(zygote_fd_);
-    if (!answer) {
-      zygote_failed("did not answer " + p.label + " in 10 s");
-      return launch(p);  // as one the failed zygote may have: an answer it left, or not started
-    }
   }
   if (answer) {
-    started = true;
     if (answer->error == 0 && answer->pid > 0) {
       pid = answer->pid;
     } else {
@@ -576,7 +524,7 @@ pid_t Supervisor::launch(Prepared& p) {
       spawn_errno = answer->error != 0 ? answer->error : EPROTO;
     }
   }
-  if (!started) {
+  if (!answer) {
     // A container's worker is started in its pid namespace (our children's
     // namespace for this one clone), so it stays our child to reap and signal.
     if (p.box && ::setns(p.box->pid_ns_fd, CLONE_NEWPID) != 0) {

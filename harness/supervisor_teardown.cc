@@ -52,16 +52,25 @@ void Supervisor::heal_and_teardown() {
   }
 }
 
-// Each loop here looks (reap) before it waits: a wait after the look that
-// saw the last exit sleeps its whole 50 ms when that exit's SIGCHLD was
-// drained by an earlier wait (every such trial ended 50 ms late).
-void Supervisor::reap_until_workers_gone(std::int64_t until) {
+// Reaps until done() (asked after each look) or `until`. It looks before
+// it waits: a wait after the look that saw the last exit sleeps its whole
+// 50 ms when that exit's SIGCHLD was drained by an earlier wait (trials
+// with a cleanup step ended 50 ms late).
+void Supervisor::reap_until(const std::function<bool()>& done, std::int64_t until) {
   for (;;) {
     reap();
-    poll_tracked();
-    if (!any_worker_alive() || mono_ns() >= until) return;
+    if (done() || mono_ns() >= until) return;
     wait_chld(until);
   }
+}
+
+void Supervisor::reap_until_workers_gone(std::int64_t until) {
+  reap_until(
+      [this] {
+        poll_tracked();
+        return !any_worker_alive();
+      },
+      until);
 }
 
 // One cleanup per namespace the trial used: the trial's own and each
@@ -85,8 +94,7 @@ void Supervisor::cleanup_step() {
     Worker c{-1, -1};
     c.self_pid = cleanup_pid_;
     workers_[cleanup_pid_] = c;
-    std::int64_t until = mono_ns() + 10'000'000'000LL;
-    for (reap(); !cleanup_done_ && mono_ns() < until; reap()) wait_chld(until);
+    reap_until([this] { return cleanup_done_; }, mono_ns() + 10'000'000'000LL);
     if (!cleanup_done_) {
       ::kill(cleanup_pid_, SIGKILL);
       log_.emit({{"type", "harness-error"}, {"message", "cleanup step did not finish in 10 s"}});

@@ -1,16 +1,13 @@
 #include "zygote.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +19,7 @@
 #include <vector>
 
 #include "worker.h"
+#include "worker_process.h"
 
 extern char** environ;
 
@@ -50,49 +48,27 @@ struct ThreadSelf {
 };
 
 // The worker's own process, a child of the supervisor from birth: made what
-// an exec'd worker is (zygote.h), then the worker proper. A failure before
-// that is its errno on `status` (the trial's zygote answers with it, and
-// the supervisor reaps what is left, as after a failed exec), then
-// _exit(127); success closes `status`.
+// an exec'd worker is (worker_process.h), then the worker proper. A
+// failure before that is its errno on `status` (the trial's zygote answers
+// with it, and the supervisor reaps what is left, as after a failed exec),
+// then _exit(127); success closes `status`.
 [[noreturn]] void become_worker(const Request& q, char* env, std::size_t env_bytes,
-                                const int fds[kRequestFds], int status, rlim_t nofile) {
-  auto die = [status](const char*) {
+                                const int fds[kRequestFds], int status) {
+  WorkerProcess w;
+  w.parent = 1;  // the supervisor, the trial's init
+  w.events_fd = fds[0];
+  w.out_fd = fds[1];
+  w.err_fd = fds[2];
+  w.cwd_fd = fds[3];
+  w.keep_fd = status;  // above 3: 0-3 were taken when it was made
+  w.nofile = q.nofile;
+  w.uid = q.uid;
+  w.gid = q.gid;
+  if (!become_worker_process(w)) {
     const std::int32_t e = errno != 0 ? errno : EINVAL;
     (void)!::write(status, &e, sizeof e);
     ::_exit(127);
-  };
-  if (::setpgid(0, 0) != 0) die("lead its process group");
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("set its parent-death signal");
-  errno = ESRCH;
-  if (::getppid() != 1) die("be the supervisor's child");  // gone already: it dies with it
-  if (::fchdir(fds[3]) != 0) die("enter its dir");
-  // fd 0 is the zygote's /dev/null.
-  if (::dup2(fds[1], 1) < 0 || ::dup2(fds[2], 2) < 0 || ::dup2(fds[0], kSockFd) < 0 ||
-      ::fcntl(kSockFd, F_SETFD, 0) != 0)  // (dup2 onto itself keeps the flag)
-    die("set up its fds");
-  // Every other fd goes, as exec would close them (all the zygote's are
-  // close-on-exec), but `status` (above 3: 0-3 were taken when it was made).
-  ::syscall(SYS_close_range, kSockFd + 1, status - 1, 0);
-  ::syscall(SYS_close_range, status + 1, ~0U, 0);
-  struct rlimit rl {};
-  ::getrlimit(RLIMIT_NOFILE, &rl);
-  rl.rlim_cur = q.nofile >= 0 ? static_cast<rlim_t>(q.nofile) : std::min(nofile, rl.rlim_max);
-  if (q.nofile >= 0) rl.rlim_max = rl.rlim_cur;
-  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) die("set its fd limit");
-  if (q.gid >= 0 && (::setgroups(0, nullptr) != 0 || ::setgid(static_cast<gid_t>(q.gid)) != 0))
-    die("take its gid");
-  if (q.uid >= 0 && ::setuid(static_cast<uid_t>(q.uid)) != 0) die("take its uid");
-  // A change of identity clears the parent-death signal: set it again.
-  if ((q.uid >= 0 || q.gid >= 0) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-    die("set its parent-death signal");
-  errno = ESRCH;
-  if (::getppid() != 1) die("be the supervisor's child");
-  // An identity change without an exec leaves the process not dumpable
-  // (its /proc entries root's): exec would make it dumpable again.
-  if ((q.uid >= 0 || q.gid >= 0) && ::prctl(PR_SET_DUMPABLE, 1) != 0) die("be dumpable");
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  }
   // The request's environment is this process's whole environment (its
   // own copy of the zygote's buffer, never freed).
   static std::vector<char*> envp;
@@ -150,7 +126,7 @@ ssize_t receive(int sock, char* buf, std::size_t size, int* fds, int max, int* n
 // from birth (to reap, stop and signal, as an exec'd one is); otherwise the
 // clone is glibc's fork of a single-threaded process: the child's thread id
 // written where glibc reads it, its robust-mutex list registered again.
-[[noreturn]] void serve_trial(int conn, int go, rlim_t nofile) {
+[[noreturn]] void serve_trial(int conn, int go) {
   char c = 0;
   if (read_full(go, &c, 1) != 1) ::_exit(1);  // the run's zygote died before we were re-parented
   ::close(go);
@@ -167,7 +143,8 @@ ssize_t receive(int sock, char* buf, std::size_t size, int* fds, int max, int* n
       ::prctl(PR_GET_TID_ADDRESS, &self.tid) != 0 || self.tid == nullptr ||
       ::syscall(SYS_get_robust_list, 0, &self.robust, &self.robust_len) != 0)
     hello.error = errno != 0 ? errno : ESRCH;
-  if (::send(conn, &hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello || hello.error != 0) ::_exit(1);
+  if (::send(conn, &hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello || hello.error != 0)
+    ::_exit(1);
   // Each answer waits for its worker's set-up (a worker that could not be
   // made what an exec'd one is never runs as one: the supervisor reaps it,
   // as after a failed exec), and answers go in the order asked; the next
@@ -224,7 +201,7 @@ ssize_t receive(int sock, char* buf, std::size_t size, int* fds, int max, int* n
       if (c == 0) {
         ::syscall(SYS_set_robust_list, self.robust, self.robust_len);
         ::close(status[0]);
-        become_worker(q, buf + sizeof q, static_cast<std::size_t>(n) - sizeof q, fds, status[1], nofile);
+        become_worker(q, buf + sizeof q, static_cast<std::size_t>(n) - sizeof q, fds, status[1]);
       }
       const int clone_errno = errno;
       ::close(status[1]);  // before the next clone: only this worker holds it
@@ -241,19 +218,13 @@ ssize_t receive(int sock, char* buf, std::size_t size, int* fds, int max, int* n
   }
 }
 
-// The run's zygote's own state, read once.
-struct Self {
-  int pid_ns = -1;    // to come back to after each trial
-  rlim_t nofile = 0;  // the soft limit it was started with: its workers'
-};
-
 // Starts trial `fds` (zygote.h: its connection, pid, mount and network
 // namespaces)'s own zygote: enters the trial's pid namespace for its
 // children, forks a middle process there that enters the trial's mount and
 // network namespaces and forks the trial's zygote, and reaps the middle, so
 // the trial's zygote is re-parented to the trial's init (the supervisor)
 // and can clone the supervisor's children. Each fork is glibc's.
-void start_trial(const Self& self, const int fds[kRegisterFds]) {
+void start_trial(int own_pid_ns, const int fds[kRegisterFds]) {
   int status[2], go[2];
   if (::pipe2(status, O_CLOEXEC) != 0) return;
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
@@ -278,14 +249,14 @@ void start_trial(const Self& self, const int fds[kRegisterFds]) {
           ::syscall(SYS_close_range, kSockFd, a - 1, 0);
           if (b > a + 1) ::syscall(SYS_close_range, a + 1, b - 1, 0);
           ::syscall(SYS_close_range, b + 1, ~0U, 0);
-          serve_trial(fds[0], go[1], self.nofile);
+          serve_trial(fds[0], go[1]);
         }
         v = z;
       }
       (void)!::write(status[1], &v, sizeof v);
       ::_exit(0);
     }
-    if (::setns(self.pid_ns, CLONE_NEWPID) != 0) ::_exit(1);  // would fork into a trial forever
+    if (::setns(own_pid_ns, CLONE_NEWPID) != 0) ::_exit(1);  // would fork into a trial forever
   }
   ::close(status[1]);
   ::close(go[1]);
@@ -309,23 +280,23 @@ int serve(int sock) {
   int type = 0;
   socklen_t len = sizeof type;
   if (::getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
-    std::fputs("shmstress-worker zygote: fd 3 is not the harness's registration socket; shmstress starts the zygote itself\n", stderr);
+    std::fputs(
+        "shmstress-worker zygote: fd 3 is not the harness's registration socket; shmstress starts "
+        "the zygote itself\n",
+        stderr);
     return 2;
   }
   ::syscall(SYS_close_range, kSockFd + 1, ~0U, 0);  // nothing of the harness's
-  Self self;
-  self.pid_ns = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-  if (self.pid_ns < 0) return 1;  // every supervisor execs instead
-  struct rlimit rl {};
-  ::getrlimit(RLIMIT_NOFILE, &rl);
-  self.nofile = rl.rlim_cur;
+  // To come back to after each trial's fork.
+  const int own_pid_ns = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+  if (own_pid_ns < 0) return 1;  // every supervisor execs instead
   char tag[16];
   for (;;) {
     int fds[kRegisterFds];
     int nfds = 0;
     const ssize_t n = receive(sock, tag, sizeof tag, fds, kRegisterFds, &nfds);
     if (n == 0 || n == -1) return 0;  // every holder of the harness's end is gone
-    if (n > 0 && nfds == kRegisterFds) start_trial(self, fds);
+    if (n > 0 && nfds == kRegisterFds) start_trial(own_pid_ns, fds);
     for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   }
 }

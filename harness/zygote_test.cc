@@ -134,8 +134,11 @@ TEST_F(ZygoteTest, AForkedWorkerStartsAsAnExecdOneDoes) {
     const bool dropped = key.first.starts_with("job1");
     EXPECT_EQ(f["uid"], dropped ? 65534 : 0);
     EXPECT_EQ(f["gid"], dropped ? 65534 : 0);
-    if (dropped) EXPECT_EQ(f["groups"], 0);
-    if (!dropped) EXPECT_EQ(f["ns_of_init"], Json({{"mnt", true}, {"pid", true}, {"net", true}}));
+    if (dropped) {
+      EXPECT_EQ(f["groups"], 0);
+    } else {
+      EXPECT_EQ(f["ns_of_init"], Json({{"mnt", true}, {"pid", true}, {"net", true}}));
+    }
     // And the same as the exec'd worker of the same rank and trial, but for
     // what names the run (its dir) or the process (its pid).
     for (const char* k : {"cwd", "pid", "cmdline"}) f.erase(k), e.erase(k);
