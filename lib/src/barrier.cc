@@ -542,12 +542,8 @@ Status Barrier::detach() {
   if (!lock) return std::unexpected(lock.error());
   failpoint::crash_window("crash/barrier/detach/retired");
   auto r = I.seg.unlink_if_same("shm/barrier/unlink");
-  // Nothing of the namespace left: its leases file and init lock go too
-  // (safe while we hold the init lock).
-  if (r) {
-    auto left = list_owned(I.ns);
-    if (left && left->empty() && remove_leases_if_unused(I.ns).empty()) (void)lock->unlink_held();
-  }
+  if (r)
+    (void)remove_namespace_if_unused(I.ns, *lock);  // nothing of it left: its own objects go too
   return r;
 }
 

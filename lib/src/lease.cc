@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <map>
 
+#include "names.h"
 #include "segment.h"
 #include "shmcoord/failpoint.h"
 #include "sys.h"
@@ -327,6 +328,22 @@ std::string remove_leases_if_unused(const Namespace& ns) {
   }
   ::close(fd);
   return why;
+}
+
+bool remove_namespace_if_unused(const Namespace& ns, InitLock& held) {
+  auto left = list_owned(ns);
+  if (!left || !left->empty() || !remove_leases_if_unused(ns).empty()) return false;
+  return static_cast<bool>(held.unlink_held());
+}
+
+void remove_namespace_if_unused(const Namespace& ns, Deadline d) {
+  const bool had_leases = shm_inode(ns.shm_name(kLeasesSuffix)) != 0;
+  const bool had_init = shm_inode(ns.shm_name("init.lock")) != 0;
+  if (!had_leases && !had_init) return;
+  if (auto left = list_owned(ns); !left || !left->empty())
+    return;  // not the last: the last one removes them
+  auto lock = InitLock::acquire(ns, d);
+  if (lock && !remove_namespace_if_unused(ns, *lock) && !had_init) (void)lock->unlink_held();
 }
 
 }  // namespace shmcoord

@@ -129,4 +129,16 @@ std::string describe_owner(const records::Owner& o);
 // the init lock. Returns "" if removed or absent, else why it stays.
 std::string remove_leases_if_unused(const Namespace& ns);
 
+// The last user out of a namespace leaves none of its own objects: once
+// nothing else of it is left (list_owned() empty) and no process holds a
+// lease, the leases file goes, then the init lock. Called by the last barrier
+// detacher, and by a handle opened without create once its lease is dropped:
+// a cleanup that ran meanwhile had to keep the leases file (and init lock) for
+// that lease, or removed them before the handle's lease made a new file, and
+// nobody else would remove them. With `held`, under that init lock; true if
+// nothing of the namespace is left. Without, the init lock is taken (by `d`)
+// only if there is something to remove, and one it created goes again.
+bool remove_namespace_if_unused(const Namespace& ns, InitLock& held);
+void remove_namespace_if_unused(const Namespace& ns, Deadline d);
+
 }  // namespace shmcoord

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "lease.h"
 #include "names.h"
 #include "records.h"
 #include "shmcoord/cleanup.h"
@@ -425,6 +426,80 @@ TEST_F(RegistryTest, TrackerOfAKilledRankKeepsSegmentsWhileTheJobLivesThenFreesT
   ASSERT_TRUE(snap);
   EXPECT_TRUE(snap->empty());
 }
+
+#ifdef SHMCOORD_FAILPOINTS
+// A killed rank's tracker reaps while another job's cleanup runs (the next
+// job starting, a cron sweep). Whichever of the two finishes last must leave
+// nothing: the cleanup keeps the leases file while the tracker holds a cell
+// (and a tracker that takes its lease after the cleanup removed the file makes
+// a new one), so the tracker, last out, removes what is left. Found by the
+// crash-points scenario once the cleanup step started 2 ms sooner (a forked
+// worker): 3 of 60 replays of trial 312 left the leases file and init lock.
+pid_t g_rank_pid = 0;
+std::string g_root;
+// In the tracker (any process but the rank that started it): stop at this
+// point, before taking a lease ("lease/open") or holding one ("mutex/lock",
+// the registry lock its reap takes next).
+int stop_in_tracker(const char* name, int*, void**, unsigned*) {
+  static bool stopped = false;  // once: the point is passed again after the stop
+  if (::getpid() == g_rank_pid || stopped) return 0;
+  // lease/open is passed with the lease table's mutex held: it is not taken here.
+  if (std::string_view(name) == "lease/open" || LeaseRef::current(g_root).lease_token != 0) {
+    stopped = true;
+    ::raise(SIGSTOP);
+  }
+  return 0;
+}
+
+TEST_F(RegistryTest, TrackerReapingBesideACleanupLeavesNothingOnceBothAreDone) {
+  for (const char* point : {"mutex/lock", "lease/open"}) {
+    SCOPED_TRACE(point);
+    auto& rank = fork_child([&](int out) {
+      fiu_init(0);
+      g_rank_pid = ::getpid();
+      g_root = ns.root;
+      fiu_enable_external(point, 1, nullptr, 0,
+                          &stop_in_tracker);  // before the tracker forks: it inherits this
+      auto tracker = ResourceTracker::start(ns);
+      if (!tracker) return 3;
+      auto reg = Registry::open(ns);
+      auto l = reg->acquire(job("j", 0, 1));
+      report(out, std::to_string(tracker->pid()));
+      report(out, l ? "held" : l.error().to_string());
+      ::pause();
+      return 0;
+    });
+    const pid_t tracker = std::stoi(read_line(rank));
+    ASSERT_EQ(read_line(rank), "held");
+    auto id = identity_of(tracker);
+    ASSERT_TRUE(id) << id.error().to_string();
+    const int tracker_fd = static_cast<int>(::syscall(SYS_pidfd_open, tracker, 0));
+    ASSERT_GE(tracker_fd, 0);
+    struct Killer {  // a failed assertion must not leave the tracker stopped
+      int fd;
+      ~Killer() {
+        ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+        ::close(fd);
+      }
+    } killer{tracker_fd};
+    kill_child(rank);
+    // The kernel's own state of the tracker: stopped at the point.
+    for (int i = 0; i < 20000 && liveness(*id) == Liveness::kAlive; ++i) ::usleep(1000);
+    ASSERT_EQ(liveness(*id), Liveness::kStopped) << "the tracker never reached " << point;
+    auto cleaned = clean_stale(ns);
+    ASSERT_TRUE(cleaned) << cleaned.error().to_string();
+    ASSERT_EQ(::syscall(SYS_pidfd_send_signal, tracker_fd, SIGCONT, nullptr, 0), 0);
+    struct pollfd pfd {
+      tracker_fd, POLLIN, 0
+    };
+    ASSERT_EQ(::poll(&pfd, 1, 20000), 1) << "the tracker never finished its reap";
+    std::string left;
+    for (const auto& n : shm_names_with(ns.root)) left += n + " ";
+    EXPECT_EQ(left, "") << "left after the cleanup and the tracker:\n" << cleaned->to_string();
+    forget_children();
+  }
+}
+#endif
 
 // The original: ranks with different TMPDIR used different lock files and lost
 // mutual exclusion. Our init lock lives in /dev/shm beside the registry.

@@ -63,7 +63,11 @@
 //   cleanup that holds the leases file locked while removing it, up to the
 //   same deadline. reap() and snapshot() take a lease of their own for the
 //   lock; on a handle opened without `create` whose registry a cleanup
-//   removed, they return nothing and create nothing.
+//   removed, they return nothing and create nothing. Such a handle (a
+//   resource tracker's) also leaves nothing once its lease is dropped: a
+//   cleanup that ran meanwhile had to keep the leases file and init lock for
+//   that lease (or removed them before the lease made a new leases file), so
+//   if nothing else of the namespace is left, the handle removes them.
 #pragma once
 
 #include <sys/types.h>

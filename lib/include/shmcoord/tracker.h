@@ -8,7 +8,8 @@
 //   (and its segments unlinked) only if no other holder of it is alive, so the
 //   tracker never removes what the rest of the job still uses (Python's
 //   resource_tracker does). It opens the registry without creating it: a
-//   registry a cleanup removed meanwhile stays removed.
+//   registry a cleanup removed meanwhile stays removed, and a cleanup that
+//   ran beside its reap leaves nothing behind either (registry.h).
 // - The tracker exits right after; it never outlives its parent by more than
 //   that reap. Call start() before creating threads.
 // - Destroying the handle (normal exit) stops the tracker, in the process that
