@@ -126,7 +126,7 @@ std::optional<zygote::Reply> zygote_answer(int sock) {
     sock, POLLIN, 0
   };
   int ready;
-  while ((ready = ::poll(&pfd, 1, 10'000)) < 0 && errno == EINTR) {
+  while ((ready = ::poll(&pfd, 1, zygote::kPatienceMs)) < 0 && errno == EINTR) {
   }
   zygote::Reply r;
   if (ready != 1 || ::recv(sock, &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) return std::nullopt;
@@ -176,12 +176,9 @@ void Supervisor::start_zygote() {
     ::close(sv[0]);
     return;
   }
-  // A request that cannot be sent in 10 s (a zygote that stopped reading)
+  // A request that cannot be sent in time (a zygote that stopped reading)
   // fails like any other: the zygote is of no more use.
-  const struct timeval ten {
-    10, 0
-  };
-  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &ten, sizeof ten);
+  zygote::bound_sends(sv[0]);
   zygote_fd_ = sv[0];
 }
 

@@ -30,6 +30,8 @@
 // answered is exec'd (supervisor_spawn.cc).
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -38,6 +40,17 @@
 namespace harness::zygote {
 
 inline constexpr char kArg[] = "zygote";
+
+// How long the harness waits on a zygote: for it to take a message and for
+// its answer. Past that it is of no more use, and the workers it did not
+// start are exec'd.
+inline constexpr int kPatienceMs = 10'000;
+// Bounds the harness's sends on `fd` (a registration or a request) by kPatienceMs.
+inline void bound_sends(int fd) {
+  const struct timeval t { kPatienceMs / 1000, 0 };
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+}
+
 // The registration socket, in the zygote: SOCK_SEQPACKET, the harness's
 // end inherited by every supervisor it forks.
 inline constexpr int kSockFd = 3;

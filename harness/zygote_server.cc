@@ -6,7 +6,6 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,12 +50,9 @@ ZygoteServer::ZygoteServer(const std::string& exe) {
     return;
   }
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  // Every supervisor registers on this end (inherited): one the zygote does
-  // not take in 10 s is not registered, and that trial's workers are exec'd.
-  const struct timeval ten {
-    10, 0
-  };
-  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &ten, sizeof ten);
+  // Every supervisor registers on this end (inherited): a registration the
+  // zygote does not take in time is not made, and that trial's workers are exec'd.
+  zygote::bound_sends(sv[0]);
   fd_ = sv[0];
 }
 

@@ -26,7 +26,7 @@ Result<CleanReport> clean_stale(const Namespace& ns, std::chrono::milliseconds t
   if (timeout.count() < 0) return fail(Code::kInvalidArgument, "negative timeout");
   const Deadline d = Deadline::after(timeout);
   CleanReport rep;
-  const bool init_lock_existed = shm_inode(ns.shm_name("init.lock")) != 0;
+  const bool init_lock_existed = shm_inode(ns.shm_name(kInitSuffix)) != 0;
   // Held throughout: no registry or barrier is created or rebuilt meanwhile.
   auto init = InitLock::acquire(ns, d);
   if (!init) return std::unexpected(init.error());

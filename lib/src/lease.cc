@@ -338,7 +338,7 @@ bool remove_namespace_if_unused(const Namespace& ns, InitLock& held) {
 
 void remove_namespace_if_unused(const Namespace& ns, Deadline d) {
   const bool had_leases = shm_inode(ns.shm_name(kLeasesSuffix)) != 0;
-  const bool had_init = shm_inode(ns.shm_name("init.lock")) != 0;
+  const bool had_init = shm_inode(ns.shm_name(kInitSuffix)) != 0;
   if (!had_leases && !had_init) return;
   if (auto left = list_owned(ns); !left || !left->empty())
     return;  // not the last: the last one removes them

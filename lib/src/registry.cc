@@ -363,13 +363,29 @@ struct Registry::Impl {
     return false;
   }
 
-  // A handle opened without create also leaves nothing: a cleanup that ran
-  // while we held our lease kept the leases file and init lock for it (or
-  // removed them before our lease made a new leases file). Called once our
-  // lease is dropped, when we may be the namespace's last user. Found by the
-  // crash-points soak: a killed rank's tracker reaping beside the cleanup step.
-  void leave_nothing(Deadline d) {
+  // Runs `body` under the registry lock, held for a lease of our own taken
+  // for this call (reap, snapshot). A handle opened without create whose
+  // registry a cleanup removed runs nothing and gets R{}; it also leaves
+  // nothing once the lease is dropped: a cleanup that ran while we held it
+  // kept the leases file and init lock for it (or removed them before our
+  // lease made a new leases file), and we may be the namespace's last user.
+  // Found by the crash-points soak: a killed rank's tracker reaping beside
+  // the cleanup step.
+  template <typename R, typename F>
+  Result<R> under_own_lease(Deadline d, F body) {
+    if (removed_under_us(d)) return R{};
+    Result<R> r = [&]() -> Result<R> {
+      auto lease = LeaseRef::take(ns, d);
+      if (!lease) return std::unexpected(lease.error());
+      auto g = lock(d, lock_id(lease->owner()));
+      if (!g) {
+        if (!create && g.error().code == Code::kNotFound) return R{};
+        return std::unexpected(g.error());
+      }
+      return body();
+    }();
     if (!create) remove_namespace_if_unused(ns, d);
+    return r;
   }
 
   // Locks the registry for `me` (lock_id() of our lease), reopening it when
@@ -732,66 +748,45 @@ Status Registry::release(const Lease& lease) {
 
 Result<std::vector<std::string>> Registry::reap(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) return fail(Code::kInvalidArgument, "negative timeout");
-  const Deadline d = Deadline::after(timeout);
-  if (impl_->removed_under_us(d)) return std::vector<std::string>{};
-  auto reaped = [&]() -> Result<std::vector<std::string>> {
-    auto lease = LeaseRef::take(impl_->ns, d);  // the lock's holder is a lease
-    if (!lease) return std::unexpected(lease.error());
-    auto g = impl_->lock(d, lock_id(lease->owner()));
-    if (!g) {
-      // Opened without create, and a cleanup removed it meanwhile: nothing to reap.
-      if (!impl_->create && g.error().code == Code::kNotFound) return std::vector<std::string>{};
-      return std::unexpected(g.error());
-    }
-    std::vector<std::string> removed;
-    LeaseProbe probe(impl_->ns);
-    if (auto s = impl_->core().sweep(probe, true, nullptr, &removed); !s)
-      return std::unexpected(s.error());
-    return removed;
-  }();
-  impl_->leave_nothing(d);
-  return reaped;
+  return impl_->under_own_lease<std::vector<std::string>>(
+      Deadline::after(timeout), [&]() -> Result<std::vector<std::string>> {
+        std::vector<std::string> removed;
+        LeaseProbe probe(impl_->ns);
+        if (auto s = impl_->core().sweep(probe, true, nullptr, &removed); !s)
+          return std::unexpected(s.error());
+        return removed;
+      });
 }
 
 Result<std::vector<SlotInfo>> Registry::snapshot(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0) return fail(Code::kInvalidArgument, "negative timeout");
-  const Deadline d = Deadline::after(timeout);
-  if (impl_->removed_under_us(d)) return std::vector<SlotInfo>{};
-  auto snap = [&]() -> Result<std::vector<SlotInfo>> {
-    auto lease = LeaseRef::take(impl_->ns, d);
-    if (!lease) return std::unexpected(lease.error());
-    auto g = impl_->lock(d, lock_id(lease->owner()));
-    if (!g) {
-      if (!impl_->create && g.error().code == Code::kNotFound) return std::vector<SlotInfo>{};
-      return std::unexpected(g.error());
-    }
-    LeaseProbe probe(impl_->ns);
-    std::vector<SlotInfo> out;
-    for (int p = 0; p < records::kSlots; ++p) {
-      const Slot& s = impl_->L->slots[p];
-      const std::uint32_t st = load(s.state);
-      if (!in_use(st) || records::validate_slot(s) != nullptr) continue;
-      SlotInfo i;
-      i.prefix = p;
-      i.job_key = s.job_key;
-      i.serial = s.serial;
-      i.local_world_size = static_cast<int>(s.local_world_size);
-      i.attached = joined(s);
-      i.poisoned = st == records::kSlotPoisoned || st == records::kSlotWithdrawn;
-      i.reason = i.poisoned ? Core::outcome(s).message : "";
-      i.dirs = slot_dirs(s);
-      for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
-        const Holder& h = s.holders[r];
-        if (load(h.state) == records::kHolderAttached)
-          i.holders.push_back(ProcessId{h.who.pid, h.who.start_time});
-      }
-      i.live = Core::slot_live(probe, s);
-      out.push_back(std::move(i));
-    }
-    return out;
-  }();
-  impl_->leave_nothing(d);
-  return snap;
+  return impl_->under_own_lease<std::vector<SlotInfo>>(
+      Deadline::after(timeout), [&]() -> Result<std::vector<SlotInfo>> {
+        LeaseProbe probe(impl_->ns);
+        std::vector<SlotInfo> out;
+        for (int p = 0; p < records::kSlots; ++p) {
+          const Slot& s = impl_->L->slots[p];
+          const std::uint32_t st = load(s.state);
+          if (!in_use(st) || records::validate_slot(s) != nullptr) continue;
+          SlotInfo i;
+          i.prefix = p;
+          i.job_key = s.job_key;
+          i.serial = s.serial;
+          i.local_world_size = static_cast<int>(s.local_world_size);
+          i.attached = joined(s);
+          i.poisoned = st == records::kSlotPoisoned || st == records::kSlotWithdrawn;
+          i.reason = i.poisoned ? Core::outcome(s).message : "";
+          i.dirs = slot_dirs(s);
+          for (std::uint32_t r = 0; r < s.local_world_size; ++r) {
+            const Holder& h = s.holders[r];
+            if (load(h.state) == records::kHolderAttached)
+              i.holders.push_back(ProcessId{h.who.pid, h.who.start_time});
+          }
+          i.live = Core::slot_live(probe, s);
+          out.push_back(std::move(i));
+        }
+        return out;
+      });
 }
 
 Result<RegistryJudgement> clean_registry(const Namespace& ns, const InitLock& held, Deadline d, CleanReport& rep,

@@ -15,11 +15,6 @@
 #include "shmcoord/failpoint.h"
 
 namespace shmcoord {
-namespace {
-
-constexpr const char* kInitSuffix = "init.lock";
-
-}  // namespace
 
 void backoff(int attempt, Deadline d) {
   auto pause = std::chrono::microseconds(100) * (1 << std::min(attempt, 7));  // <= 12.8 ms

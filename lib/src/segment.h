@@ -54,6 +54,9 @@ struct Deadline {
   }
 };
 
+// The namespace init lock's name after the root ("/<root>init.lock").
+inline constexpr const char* kInitSuffix = "init.lock";
+
 class InitLock {
  public:
   static Result<InitLock> acquire(const Namespace& ns, Deadline d);
