@@ -1,22 +1,36 @@
 // shmstress check DIR: re-checks stored histories offline (any dir holding
 // history.jsonl + scenario.toml); the exit code is their verdict.
+//
+// --every-cut: the self-check of judging a running trial (harness/cut.h):
+// every stored record judged at every cut against itself whole; exit 1 if
+// any cut says invalid where the whole trial does not.
 #include <cstdio>
 #include <memory>
 
 #include "cli/cli.h"
+#include "harness/cut.h"
+#include "harness/files.h"
+#include "harness/run.h"
+#include "harness/stored.h"
 #include "reports/reports.h"
 
 namespace cli {
 namespace {
 
-int check(const std::string& dir, bool verbose) {
-  const std::vector<fs::path> trials = find_trial_dirs(dir, /*with_replays=*/true);
+// The trial dirs under `dir`, or none, said on stderr.
+std::vector<fs::path> trials_under(const std::string& dir) {
+  std::vector<fs::path> trials = find_trial_dirs(dir, /*with_replays=*/true);
   if (trials.empty()) {
     std::fprintf(stderr,
                  "shmstress check: no trial dirs (history.jsonl + scenario.toml) under %s\n",
                  dir.c_str());
-    return 2;
   }
+  return trials;
+}
+
+int check(const std::string& dir, bool verbose) {
+  const std::vector<fs::path> trials = trials_under(dir);
+  if (trials.empty()) return 2;
   harness::RunResult r;  // every stored failing trial listed: the dirs are the bound
   r.run_id = "check";
   for (const auto& t : trials) {
@@ -34,6 +48,36 @@ int check(const std::string& dir, bool verbose) {
   return r.exit_code();
 }
 
+int every_cut(const std::string& dir, std::size_t max_cuts) {
+  const std::vector<fs::path> trials = trials_under(dir);
+  if (trials.empty()) return 2;
+  std::size_t cuts = 0, invalid_cuts = 0, unsound = 0;
+  for (const auto& t : trials) {
+    harness::ScenarioError se;
+    auto s = harness::load_scenario((t / "scenario.toml").string(), &se);
+    harness::StoredError ste;
+    auto sched = s ? harness::load_schedule((t / "schedule.json").string(), &ste) : std::nullopt;
+    if (!s || !sched) {
+      std::fprintf(stderr, "%s\n",
+                   harness::printable_text(s ? ste.to_string() : se.to_string()).c_str());
+      return 2;
+    }
+    std::vector<std::string> errors;
+    const auto events =
+        harness::parse_jsonl(harness::read_file((t / "history.jsonl").string()), &errors);
+    const auto lines =
+        harness::unsound_cuts(events, harness::meta_for(*s, sched->seed),
+                              harness::cut_invariants(s->excuses), max_cuts, &cuts, &invalid_cuts);
+    for (const auto& line : lines) {
+      std::printf("%s: %s\n", t.string().c_str(), harness::printable_text(line).c_str());
+    }
+    unsound += lines.size();
+  }
+  std::printf("%zu trials, %zu cuts judged, %zu invalid, %zu unsound\n", trials.size(), cuts,
+              invalid_cuts, unsound);
+  return unsound == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 Subcommand add_check(CLI::App& app) {
@@ -44,7 +88,20 @@ Subcommand add_check(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_flag("-v,--verbose", *verbose, "one line per scenario: trials, violations, expected states reached, faults injected");
-  return {cmd, [dir, verbose](const char*) { return check(*dir, *verbose); }};
+  auto cuts = std::make_shared<bool>(false);
+  auto max_cuts = std::make_shared<std::size_t>(250);
+  cmd->add_flag(
+      "--every-cut", *cuts,
+      "judge every stored record at every cut as well as whole (the self-check of "
+      "--stop-on-violation's early end); exit 1 if a cut is invalid where the whole trial is not");
+  cmd->add_option(
+         "--max-cuts", *max_cuts,
+         "with --every-cut: judge a longer record at this many cuts, evenly spread (0: every one)")
+      ->check(CLI::Range(0, 1'000'000))
+      ->default_val(250);
+  return {cmd, [dir, verbose, cuts, max_cuts](const char*) {
+            return *cuts ? every_cut(*dir, *max_cuts) : check(*dir, *verbose);
+          }};
 }
 
 }  // namespace cli

@@ -256,10 +256,12 @@ Subcommand add_run(CLI::App& app) {
   cmd->add_option("--worker-bin", a->worker_bin,
                   "native worker binary (default: this one), e.g. a known-bad variant")
       ->check(CLI::ExistingFile);
-  cmd->add_flag("--stop-on-violation", ro.stop_on_violation,
-                "stop after the first trial that violates an invariant (in a new bucket, with --baseline; "
-                "in a scenario with expect_violation: the first that breaks an expected one, with its "
-                "evidence)");
+  cmd->add_flag(
+      "--stop-on-violation", ro.stop_on_violation,
+      "stop after the first trial that violates an invariant (in a new bucket, with --baseline; "
+      "in a scenario with expect_violation: the first that breaks an expected one, with its "
+      "evidence); without either, a native trial ends as soon as what it has done is invalid, "
+      "and is judged up to there");
   cmd->add_option("--baseline", a->baseline,
                   "known failures: a baseline file (`shmstress baseline`) or a run's summary.json; "
                   "their buckets are reported as known and only a new bucket fails the run")

@@ -5,15 +5,15 @@
 // Hostile histories (issue 12: `"reason":5` aborted run, check and report):
 // an event of the wrong shape is a history error in verdict.json and the
 // trial is unknown, never an exception.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
+#include "checker.h"
 #include "run.h"
 #include "scenario.h"
 
@@ -73,6 +73,53 @@ TEST(CheckTrialDir, WrongTypedEventsAreHistoryErrorsAndTheTrialIsUnknownNotACras
   EXPECT_NE(t.history_errors[0].find("line 6: not JSON: garbage"), std::string::npos)
       << t.history_errors[0];
   EXPECT_TRUE(fs::exists(dir + "/verdict.json"));
+}
+
+// Job 0's rank holds prefix 0 until its release at +8 ms, after job 1's
+// cleanup removed one of its names at +5 to +6: invalid from +8 on.
+std::vector<std::string> CleanupUnderALiveHolder() {
+  return {
+      kStart,
+      R"({"t":1000000,"type":"invoke","op":"acquire","id":1,"pid":10,"job":0,"rank":0,"local_rank":0,"args":{}})",
+      R"({"t":2000000,"type":"ok","op":"acquire","id":1,"pid":10,"job":0,"rank":0,"local_rank":0,"value":{"prefix":0}})",
+      R"({"t":5000000,"type":"invoke","op":"clean","id":1,"pid":20,"job":1,"rank":0,"local_rank":0,"args":{}})",
+      R"({"t":6000000,"type":"ok","op":"clean","id":1,"pid":20,"job":1,"rank":0,"local_rank":0,"value":{"removed":["/shm.000000_shard_states"],"kept":[],"skipped":[]}})",
+      R"({"t":8000000,"type":"invoke","op":"release","id":2,"pid":10,"job":0,"rank":0,"local_rank":0,"args":{}})",
+      R"({"t":8500000,"type":"ok","op":"release","id":2,"pid":10,"job":0,"rank":0,"local_rank":0,"value":{}})"};
+}
+
+TEST(CheckTrialDir, ATrialCutAtItsFirstViolationIsJudgedUpToTheCut) {
+  TrialDir d;
+  std::vector<std::string> lines = CleanupUnderALiveHolder();
+  lines.push_back(R"({"t":9000000,"type":"trial","phase":"cut","invalid":["cleanup.safety"]})");
+  lines.push_back(
+      R"({"t":20000000,"type":"exit","pid":10,"job":0,"rank":0,"signal":9,"by_harness":true,"teardown":true})");
+  lines.push_back(kAudit);  // what the teardown left: not judged
+  lines.push_back(kEnd);
+  const TrialResult t = check_trial_dir(Parse("[[job]]\n[[job]]\n"), d.Write(lines), 0, 1, 2);
+  EXPECT_EQ(t.verdict, Verdict::kInvalid);
+  ASSERT_NE(Find(t, "cleanup.safety"), nullptr);
+  EXPECT_EQ(Find(t, "cleanup.safety")->verdict, Verdict::kInvalid);
+  ASSERT_NE(Find(t, "cleanup.no-leak"), nullptr);
+  EXPECT_EQ(Find(t, "cleanup.no-leak")->excused, kNotJudgedAtCut);
+  EXPECT_EQ(t.history_error_count, 0u);
+}
+
+TEST(CheckTrialDir, ACutMarkWithNoViolationBeforeItHidesNothing) {
+  // A mark at +4 ms (a subject can write one): nothing is invalid up to it,
+  // so the whole record is judged, and the removal after it is found.
+  TrialDir d;
+  std::vector<std::string> lines = CleanupUnderALiveHolder();
+  lines.insert(lines.begin() + 2,
+               R"({"t":4000000,"type":"trial","phase":"cut","invalid":["cleanup.safety"]})");
+  lines.push_back(R"({"t":20000000,"type":"exit","pid":10,"job":0,"rank":0,"exit_code":0})");
+  lines.push_back(R"({"t":21000000,"type":"exit","pid":20,"job":1,"rank":0,"exit_code":0})");
+  lines.push_back(kCleanAudit);
+  lines.push_back(kEnd);
+  const TrialResult t = check_trial_dir(Parse("[[job]]\n[[job]]\n"), d.Write(lines), 0, 1, 2);
+  ASSERT_NE(Find(t, "cleanup.safety"), nullptr);
+  EXPECT_EQ(Find(t, "cleanup.safety")->verdict, Verdict::kInvalid);
+  for (const auto& c : t.checks) EXPECT_NE(c.excused, kNotJudgedAtCut) << c.invariant;
 }
 
 TEST(CheckTrialDir, AnExcusedInvariantIsKeptButDoesNotDecideTheTrial) {
@@ -175,7 +222,8 @@ TEST_F(CheckTrialDirHostile, AvailableOfWrongTypeIsAHistoryError) {
 
 TEST_F(CheckTrialDirHostile, TrialPhaseOfWrongTypeIsAHistoryError) {
   const TrialResult t = check_with(R"({"t":2,"type":"trial","phase":7})");
-  EXPECT_NE(history_errors().find("trial phase must be start, end or timeout"), std::string::npos)
+  EXPECT_NE(history_errors().find("trial phase must be start, end, timeout or cut"),
+            std::string::npos)
       << history_errors();
   EXPECT_EQ(t.verdict, Verdict::kUnknown);
 }

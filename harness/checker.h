@@ -33,7 +33,18 @@ struct CheckerInfo {
   // Every reached-state name `check` may report, so a scenario's
   // expect_reached can be validated before anything runs.
   std::vector<std::string> reached_states = {};
+  // Its invalid verdict on the record of a running trial up to a cut
+  // (History::cut_t) holds for every record the trial can go on to write:
+  // each rule that says invalid was checked to stay invalid however the
+  // trial continues (docs/architecture.md, "Judging a running trial"). Only
+  // such checkers judge a cut; the others are not run on one.
+  bool judges_cuts = false;
 };
+
+// The text a checker that does not judge cuts gets as its `excused`, on a cut record.
+inline constexpr char kNotJudgedAtCut[] =
+    "not judged: the trial was stopped at its first violation, and this invariant is judged only "
+    "on a whole trial";
 
 std::vector<CheckerInfo>& checker_registry();
 
@@ -46,7 +57,9 @@ struct CheckerRegistration {
 #define SHMSTRESS_REGISTER_CHECKER(...) \
   static ::harness::CheckerRegistration SHMSTRESS_CONCAT(checker_reg_, __LINE__)(::harness::CheckerInfo{__VA_ARGS__})
 
-// Runs every registered checker (or those named) over h.
+// Runs every registered checker (or those named) over h. On a cut record
+// (h.cut_t), a checker without judges_cuts is not run: its result is valid,
+// with kNotJudgedAtCut as its excuse.
 std::vector<CheckResult> run_checkers(const History& h, const std::vector<std::string>& only = {});
 
 }  // namespace harness

@@ -192,6 +192,7 @@ const Exit* find_exit(const std::vector<Exit>& exits, const Op& op) {
 }
 
 std::string info_cause(const Exit* e, const History& h) {
+  if (e == nullptr && h.cut_t) return kCauseCut;
   if (e == nullptr) return h.timed_out ? kCauseTrialTimeout : "still running at trial end";
   if (!e->crash_point.empty()) return "killed itself at crash point " + e->crash_point;
   if (e->signal > 0) {
@@ -758,9 +759,11 @@ struct Builder {
     } else if (phase == "end") {
       h.ended = true;
       trial_end = t;
+    } else if (phase == "cut") {
+      h.cut_marks.push_back(t);
     } else if (phase != "timeout") {
       h.malformed_trial_event = true;
-      error(index, t, "trial phase must be start, end or timeout", ev);
+      error(index, t, "trial phase must be start, end, timeout or cut", ev);
     }  // "timeout" only marks the moment; timed_out says what it means
   }
 
@@ -898,10 +901,11 @@ int namespace_index(const TrialMeta& meta, const std::string& root_suffix) {
 }
 
 History build_history(const std::vector<Json>& events, const TrialMeta& meta,
-                      std::vector<std::string>* errors) {
+                      std::vector<std::string>* errors, std::optional<std::int64_t> cut_t) {
   ErrorSink sink(errors);
   History h;
   h.meta = meta;
+  h.cut_t = cut_t;
   Builder b{h, sink};
 
   // Stable, so events with equal timestamps keep their log order (an invoke
@@ -925,6 +929,7 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
       sink.add(fmt::format("event {}: needs an integer t and a string type: {}", i, brief(ev)));
       continue;
     }
+    if (cut_t && *t >= *cut_t) continue;  // after the cut: not in this record
     if (auto bad = wrong_typed_field(ev)) {
       sink.add(fmt::format("event {}: {}: {}", i, *bad, brief(ev)));
       continue;
@@ -946,7 +951,7 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
     if (!ev.is_object() || get_str(ev, "type") != "trial") continue;
     auto t = get_i64(ev, "t");
     auto phase = get_str(ev, "phase");
-    if (!t || !phase) continue;
+    if (!t || !phase || (cut_t && *t >= *cut_t)) continue;
     if (*phase == "start" && !window_start) window_start = *t;
     if (*phase == "end") window_end = *t;
   }
@@ -1031,6 +1036,10 @@ History build_history(const std::vector<Json>& events, const TrialMeta& meta,
     b.dispatch(piece.index, t, type, ev);
   }
 
+  if (cut_t) {  // the record ends at the cut, as a trial's at its end event
+    h.ended = true;
+    b.trial_end = *cut_t;
+  }
   if (!order.empty()) {
     h.start_t = b.trial_start.value_or(order.front().t);
     h.end_t = std::max(b.trial_end.value_or(order.back().t), h.start_t);

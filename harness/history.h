@@ -27,6 +27,10 @@ enum class Outcome { kOk, kFail, kInfo };  // kInfo: cut off, may or may not hav
 // Op::info_cause of an op that was still open when the trial hit its overall
 // timeout: the operation hung. Checkers match on this exact text.
 inline constexpr char kCauseTrialTimeout[] = "trial timeout";
+// Op::info_cause of an op still open where a running trial was judged (a
+// History with cut_t): it may yet end either way, and no checker reads it as
+// a hang or a failure.
+inline constexpr char kCauseCut[] = "still open at the cut";
 
 // A segment as a process reported it: its name and, when known, which object
 // it was (st_dev, st_ino), so a removal and re-creation under the same name is
@@ -265,6 +269,18 @@ struct History {
   // When the start gate opened (aligned start); time-placed faults count from it.
   std::optional<std::int64_t> gate_t;
   std::optional<std::string> unavailable;   // a subject event said available: false (why)
+
+  // Set when this is the record of a running trial up to a cut (build_history
+  // with cut_t; docs/architecture.md, "Judging a running trial"): every
+  // event of the trial with t < cut_t and nothing after. end_t is the cut,
+  // ended is true, an op still open is kInfo with kCauseCut, and a process
+  // without an exit was not known to be gone. Only checkers registered with
+  // judges_cuts read such a record, and under it a hold still running counts
+  // as certain only up to its holder's last sign of life.
+  std::optional<std::int64_t> cut_t;
+  // The supervisor's `trial` events of phase "cut" (it stopped the trial at
+  // its first violation, judged up to that t), in log order.
+  std::vector<std::int64_t> cut_marks;
 };
 
 // Scheduling slack on top of TrialMeta::liveness_ns.
@@ -274,7 +290,14 @@ inline constexpr std::int64_t kLivenessSlackNs = 500'000'000;
 // ops closed at the worker's exit (or end_t) with the reaper's cause. Lines
 // split with "continues" are merged first. Events that do not fit the
 // protocol are reported in `errors` (history errors) and skipped.
-History build_history(const std::vector<Json>& events, const TrialMeta& meta, std::vector<std::string>* errors);
+//
+// With cut_t: the record of the trial up to that instant (History::cut_t),
+// from the events with t < cut_t alone. It is a prefix of whatever the trial
+// goes on to write only if every process that writes had written past the
+// cut (harness/cut.h says when the supervisor knows that).
+History build_history(const std::vector<Json>& events, const TrialMeta& meta,
+                      std::vector<std::string>* errors,
+                      std::optional<std::int64_t> cut_t = std::nullopt);
 
 // Prefixes of nested namespaces ([job] root_suffix) are numbered apart: the
 // n-th namespace's prefix p is n * kNamespaceStride + p, so that every check

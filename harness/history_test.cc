@@ -647,7 +647,7 @@ TEST(BuildHistory, WrongTypedIdentityFieldsAreHistoryErrorsNotCrashes) {
                      Trial(9, "end")},
                     &errors);
   EXPECT_TRUE(AnyContains(errors, "event 1: needs an integer t and a string type"));
-  EXPECT_TRUE(AnyContains(errors, "trial phase must be start, end or timeout"));
+  EXPECT_TRUE(AnyContains(errors, "trial phase must be start, end, timeout or cut"));
   EXPECT_TRUE(AnyContains(errors, "subject reason must be a string"));
   EXPECT_TRUE(AnyContains(errors, "harness-error needs a string message"));
   EXPECT_EQ(h.unavailable, "the subject reported itself unavailable");

@@ -1,5 +1,6 @@
 #include "run.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -8,8 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <filesystem>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
@@ -17,8 +18,7 @@
 
 #include "concurrency.h"
 #include "coverage.h"
-#include <fmt/format.h>
-
+#include "cut.h"
 #include "events.h"
 #include "files.h"
 #include "injector.h"
@@ -302,8 +302,26 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   std::error_code exists_ec;
   const bool refused = !text && fs::exists(dir + "/history.jsonl", exists_ec);
   if (refused) errors.push_back("history.jsonl not read: it " + unread);
-  History h = build_history(parse_jsonl(text.value_or(std::string()), &errors), meta_for(s, seed), &errors);
+  const std::vector<Json> events = parse_jsonl(text.value_or(std::string()), &errors);
+  const std::vector<std::string> parse_errors = errors;
+  History h = build_history(events, meta_for(s, seed), &errors);
   if (planned) t.late_ms = fault_lateness_ms(h, *planned);
+  // The supervisor stopped the trial at a violation (harness/cut.h): the
+  // record up to its mark is what is judged. A mark that shows no violation
+  // there (one a subject wrote, say) is ignored and the whole record judged,
+  // so no line anyone writes can hide a violation.
+  const std::vector<std::string> judges_cuts = cut_invariants(s.excuses);
+  for (const std::int64_t mark : h.cut_marks) {
+    if (judges_cuts.empty()) break;
+    std::vector<std::string> cut_errors = parse_errors;
+    History at_cut = build_history(events, meta_for(s, seed), &cut_errors, mark);
+    // As the supervisor: a record with history errors up to the mark decides nothing.
+    if (cut_errors.size() > parse_errors.size() || !any_invalid(run_checkers(at_cut, judges_cuts)))
+      continue;
+    h = std::move(at_cut);
+    errors = std::move(cut_errors);
+    break;
+  }
   // What the supervisor and the subject said about the trial itself, as
   // build_history validated it. A subject that cannot run here (e.g. its
   // package is not installed) says so: the trial is inconclusive, with the
@@ -730,6 +748,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.zygote_fd = zygote ? zygote->fd() : -1;
         if (plan.subject == "native") cfg.hang_after_ns = hang_bounds(*p.s);
+        // The first violation is all a --stop-on-violation run wants: a trial
+        // may end at it (harness/cut.h). Not with a baseline (a known
+        // violation must not end a trial before a new one shows) nor for a
+        // scenario that expects one (it wants its evidence whole).
+        if (opt.stop_on_violation && plan.subject == "native" && !opt.baseline &&
+            p.s->expect_violation.empty()) {
+          cfg.cut_meta = meta_for(*p.s, plan.seed);
+          cfg.cut_invariants = cut_invariants(p.s->excuses);
+        }
         cfg.fallback_root = lease ? lease->trial_root(started)
                                   : "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";
         pid_t pid = start_supervisor(plan, cfg);

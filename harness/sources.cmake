@@ -24,6 +24,7 @@ set(SHMSTRESS_HARNESS_CORE_SOURCES
   checkers/harness_no_orphans.cc
   checkers/worker_exits.cc
   checkers/excuses.cc
+  cut.cc
   # scenario
   scenario.cc
   # what a run adds up to, and which violations are the same flaw
@@ -50,6 +51,7 @@ set(SHMSTRESS_HARNESS_RUNTIME_SOURCES
   supervisor_faults.cc
   supervisor_teardown.cc
   supervisor_hang.cc
+  supervisor_cut.cc
   lock_holder.cc
   run.cc
   trial_dirs.cc

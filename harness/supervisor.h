@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "history.h"
 #include "plan.h"
 
 namespace harness {
@@ -53,6 +54,13 @@ struct SupervisorConfig {
   // trial that can only hang then, not at its timeout (supervisor_hang.cc).
   // Empty: every trial runs to its end or its timeout.
   std::map<std::string, std::int64_t> hang_after_ns;
+  // Set under --stop-on-violation (harness/cut.h): the supervisor judges the
+  // running trial's record at every point it knows complete, with the
+  // checkers of `cut_invariants`, and ends the trial at the first invalid
+  // one, marking the cut in the history. Unset, or no invariants: every
+  // trial is judged whole.
+  std::optional<TrialMeta> cut_meta;
+  std::vector<std::string> cut_invariants;
 };
 
 // Forks the supervisor; returns its pid (-1 on fork failure). The child never returns.

@@ -43,6 +43,7 @@
 #include <string_view>
 #include <utility>
 
+#include "cut.h"
 #include "events.h"
 #include "supervisor.h"
 #include "zygote.h"
@@ -414,6 +415,14 @@ class Supervisor {
   // main_loop wakes for its looks only then).
   bool watches_hangs() const;
 
+  // supervisor_cut.cc: under --stop-on-violation, ends a trial whose record
+  // is already invalid up to a point every writer has passed (harness/cut.h),
+  // and marks that point in the history. `settled`: the gate is open and
+  // every setting logged (their lines carry a worker's start time, not the
+  // time they are written). "" or which invariants.
+  std::string cuts(std::int64_t now, bool settled);
+  bool watches_cuts() const;
+
   // supervisor_faults.cc: delivering faults (signals and their observed
   // effect, pauses, reused pids, ghosts, seeded state, held locks).
   static Delivery send(pid_t pid, int sig, bool tree);
@@ -504,6 +513,12 @@ class Supervisor {
   bool timed_out_ = false;
   OpenOps open_ops_;
   std::int64_t next_hang_look_ = 0;
+  HistoryTail cut_tail_;  // reading history.jsonl for cuts()
+  CutPoint cut_point_;
+  std::int64_t next_cut_look_ = 0;
+  std::int64_t last_cut_ = 0;           // the latest cut judged (valid) so far
+  std::size_t judged_completions_ = 0;  // CutPoint::completions() at that look
+  bool cut_ = false;                    // the trial ended at a cut: its workers are torn down
   bool ever_stopped_ = false;  // a worker of the trial was stopped (by us or at its own point)
   bool healing_ = false;
   bool first_stop_taken_ = false;  // a first_of_trial OnStop has fired  // the trial is over:

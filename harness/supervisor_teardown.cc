@@ -6,7 +6,8 @@
 namespace harness::supervision {
 
 // The heal: helpers go (their locks with them), every stopped worker
-// continues, every open fault window closes; on timeout every worker is killed.
+// continues, every open fault window closes; on timeout, or at a cut (the
+// trial already judged, supervisor_cut.cc), every worker is killed.
 void Supervisor::heal_and_teardown() {
   healing_ = true;
   std::vector<Timer> left = std::move(timers_);
@@ -36,7 +37,7 @@ void Supervisor::heal_and_teardown() {
   for (auto& [pid, t] : tracked_) {
     if (t.alive) ::kill(pid, SIGCONT);
   }
-  if (!timed_out_) return;
+  if (!timed_out_ && !cut_) return;
   for (auto& [pid, t] : tracked_) {
     if (!t.alive) continue;
     t.killed_by_harness = true;

@@ -467,6 +467,10 @@ void Supervisor::main_loop() {
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}, {"hung", why}});
       return;
     }
+    const bool settled =
+        gate_open_ && std::none_of(timed.begin() + static_cast<std::ptrdiff_t>(next), timed.end(),
+                                   [](const Action* a) { return a->at_ns == 0; });
+    if (!cuts(now, settled).empty()) return;  // ends as at its end: nothing open is judged a hang
     if (now >= deadline) {
       timed_out_ = true;
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});
@@ -477,6 +481,7 @@ void Supervisor::main_loop() {
     if (gate_open_ && next < timed.size()) wake = std::min(wake, gate_t_ + timed[next]->at_ns);
     for (const auto& t : timers_) wake = std::min(wake, t.at);
     if (nothing_left && watches_hangs()) wake = std::min(wake, std::max(next_hang_look_, now + 1'000'000));
+    if (settled && watches_cuts()) wake = std::min(wake, std::max(next_cut_look_, now + 1'000'000));
     for (const auto& t : triggers) {
       if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
     }

@@ -22,6 +22,12 @@
 // intact, unless the process itself had begun removing them (its own
 // delete_folder, its tracker told to drop them): one pool's cleanup never
 // removes another live pool's folder or files.
+//
+// At a cut (judges_cuts; docs/architecture.md, "Judging a running trial"):
+// a hold still running there is certain only up to its holder's last sign of
+// life (history_queries.cc), so a removal is called invalid only once the
+// holder spoke after it; and no hold "began with nothing before it" while an
+// acquire begun before it is still open at the cut.
 #include <fmt/format.h>
 
 #include "checker.h"
@@ -55,11 +61,15 @@ bool first_of_its_prefix(const History& h, const std::vector<checks::JobHold>& h
     if (&other != &r && other.maybe_start < r.sure_start) return false;
   }
   // Ranks cut off mid-acquire in another job may have claimed it first.
+  // At a cut (History::cut_t), any acquire still open there, of any job, may
+  // yet return this prefix and be the hold the whole record puts first.
   for (const Op& op : h.ops) {
     if (op.op == "acquire" && op.outcome == Outcome::kInfo && op.job != j.job &&
         op.invoke_t < j.maybe_start) {
       return false;
     }
+    if (h.cut_t && op.op == "acquire" && op.info_cause == kCauseCut && op.invoke_t < r.sure_start)
+      return false;
   }
   return true;
 }
@@ -304,4 +314,5 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_cleanup_safety,
     {"cleanup-kept-something", "cleanup-while-owner-alive", "cleanup-while-owner-stopped",
      "cleanup-removed-prefix-entry", "cleanup-kept-held-lock", "witness-segment-intact",
-     "witness-saw-removal", "cleanup-inside-pause", "pool-witness-intact", "pools-overlapped"});
+     "witness-saw-removal", "cleanup-inside-pause", "pool-witness-intact", "pools-overlapped"},
+    /*judges_cuts=*/true);

@@ -386,6 +386,15 @@ RankHold rank_hold(const History& h, const Op& acq, int prefix, bool certain) {
     r.sure_end =
         std::min(std::max(last_alive(h, acq.job, acq.rank, acq.pid), r.sure_start), r.maybe_end);
     r.end = ended_by_exit();
+  } else if (h.cut_t) {
+    // Running at a cut: the rest of the trial may still show it died any
+    // time after its last sign of life, and then a whole record holds it
+    // certain only up to there (the branch above). Claiming more here would
+    // let a cut call invalid what the whole trial calls valid.
+    r.maybe_end = std::max(h.end_t, acq.complete_t);
+    r.sure_end =
+        std::min(std::max(last_alive(h, acq.job, acq.rank, acq.pid), r.sure_start), r.maybe_end);
+    r.end = RankHold::End::kRunning;
   } else {
     r.sure_end = r.maybe_end = std::max(h.end_t, acq.complete_t);
     r.end = RankHold::End::kRunning;

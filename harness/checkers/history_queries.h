@@ -147,6 +147,9 @@ struct RankHold {
   bool certain =
       false;  // the acquire returned ok; else it was cut off (info) in a job that got this prefix
   // Certainly held in [sure_start, sure_end); possibly held in [maybe_start, maybe_end).
+  // On a record cut short (History::cut_t), a hold still running there is
+  // certain only up to its holder's last sign of life: what the rest of the
+  // trial can show (a death right after it) never makes it shorter.
   std::int64_t maybe_start = 0, sure_start = kNever, sure_end = 0, maybe_end = 0;
   enum class End { kReleased, kKilled, kExited, kRunning } end = End::kRunning;
   const Exit* exit = nullptr;

@@ -9,6 +9,11 @@
 // could have held the dir; valid when the holds overlap only while an
 // acquire or release was in flight; unknown when the scenario facts for a job
 // are missing.
+//
+// At a cut (judges_cuts): holds still running are certain only up to their
+// holders' last sign of life (history_queries.cc), so two holds overlap for
+// certain only where both holders spoke; a refusal's "no live holder" reads
+// holds possibly running to the cut, which later facts only lengthen.
 #include <fmt/format.h>
 
 #include <set>
@@ -146,4 +151,5 @@ SHMSTRESS_REGISTER_CHECKER(
     "a clear in-use error naming it",
     harness::check_exclusive_local,
     {"acquire-failed-in-use", "exclusive-local-refused", "local-dir-shared-without-remote",
-     "local-dir-reused-after-owner-death", "local-dir-handover-in-flight"});
+     "local-dir-reused-after-owner-death", "local-dir-handover-in-flight"},
+    /*judges_cuts=*/true);

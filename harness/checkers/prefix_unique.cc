@@ -18,6 +18,10 @@
 // - unknown: one job's hold is the stale remainder of a dead job that no
 //   cleanup, restart or fresh grant (the worker saw nothing of the prefix
 //   left when it got it) shows to be gone, and nothing shows it still there.
+//
+// At a cut (judges_cuts): the two-holder rules, as for exclusive-local (holds
+// still running are certain up to their holders' last sign of life); the
+// stale remainder of a dead job is not judged there.
 #include <fmt/format.h>
 
 #include "checker.h"
@@ -138,6 +142,10 @@ CheckResult check_prefix_unique(const History& h) {
         rep.reach("prefix-handover-in-flight");
         continue;
       }
+      // A dead job's stale remainder is not judged at a cut: what ends it (a
+      // cleanup, a fresh grant, an acquire still in flight at the cut) may be
+      // on record only after it, and end it earlier than the cut shows.
+      if (h.cut_t) continue;
       bool stale_clash = false;
       for (const auto& [dead, live] : {std::pair{&x, &y}, std::pair{&y, &x}}) {
         if (!dead->died_holding || !checks::overlaps(dead->maybe_end, dead->stale_end,
@@ -205,4 +213,5 @@ SHMSTRESS_REGISTER_CHECKER(
     {"killed-during-acquire", "killed-holding-prefix", "prefix-reused",
      "prefix-reclaimed-from-dead-job", "prefix-handover-in-flight",
      "prefix-granted-over-dead-holder", "concurrent-acquires",
-     "prefix-granted-over-seeded-leftovers", "datasets-held-at-once", "pid-twin-killed-blocked"});
+     "prefix-granted-over-seeded-leftovers", "datasets-held-at-once", "pid-twin-killed-blocked"},
+    /*judges_cuts=*/true);

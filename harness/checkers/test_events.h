@@ -56,6 +56,7 @@ class Events {
     return h;
   }
   static std::int64_t at(double ms) { return static_cast<std::int64_t>(ms * kMs); }
+  const std::vector<Json>& events() const { return events_; }
 
  private:
   Json ev(const char* type, int job, int rank, int worker, int pid, double t, Json extra) {

@@ -513,7 +513,7 @@ os.chmod(BAD_SUBJECT, 0o755)
 for variant, error_text in [
         ("type-number", "needs an integer t and a string type"),
         ("reason-number", "subject reason must be a string"),
-        ("phase-number", "trial phase must be start, end or timeout"),
+        ("phase-number", "trial phase must be start, end, timeout or cut"),
         ("available-string", "subject event needs available: true or false"),
         ("message-array", "harness-error needs a string message"),
         ("not-json", "not JSON: this is not json")]:

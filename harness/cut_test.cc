@@ -1,0 +1,269 @@
+// Judging a running trial at a cut (cut.h): where the record is known
+// complete, what the record up to a cut holds, and the rules that make an
+// invalid verdict there the whole trial's.
+#include "cut.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "checkers/test_events.h"
+
+namespace harness {
+namespace {
+
+using testing_events::Events;
+using testing_events::kMs;
+
+constexpr std::int64_t At(double ms) { return static_cast<std::int64_t>(ms * kMs); }
+
+Json Line(const char* type, int pid, double t) {
+  return {{"t", At(t)}, {"type", type}, {"pid", pid}, {"job", 0}, {"rank", 0}, {"local_rank", 0}};
+}
+
+TEST(CutPoint, IsTheEarliestLastLineOfTheLiveWriters) {
+  CutPoint c;
+  c.add(Line("start", 4, 1));
+  c.add(Line("start", 5, 2));
+  c.add(Line("invoke", 4, 7));
+  c.add(Line("invoke", 5, 5));
+  EXPECT_EQ(c.cut(At(100), {4, 5}, {4, 5}), At(5));
+  EXPECT_EQ(c.cut(At(100), {4}, {4, 5}), At(7));  // 5 is gone: it writes nothing more
+  EXPECT_EQ(c.cut(At(6), {4}, {4, 5}), At(6));    // nor may the supervisor's own clock be passed
+}
+
+TEST(CutPoint, TheSupervisorsOwnLinesDoNotHoldItBack) {
+  CutPoint c;
+  c.add(Line("start", 4, 9));
+  c.add({{"t", At(1)}, {"type", "fault"}, {"kind", "sigstop"}, {"pid", 4}, {"phase", "start"}});
+  c.add({{"t", At(2)}, {"type", "exit"}, {"pid", 6}, {"job", 1}, {"rank", 0}});
+  EXPECT_EQ(c.cut(At(50), {4}, {4, 6}), At(9));
+  EXPECT_FALSE(c.broken());
+}
+
+TEST(CutPoint, CountsTheCompletionsItRead) {
+  CutPoint c;
+  c.add(Line("invoke", 4, 1));
+  c.add(Line("ok", 4, 2));
+  c.add(Line("invoke", 4, 3));
+  c.add(Line("fail", 4, 4));
+  EXPECT_EQ(c.completions(), 2u);
+}
+
+TEST(CutPoint, ALiveWriterWithoutALineYetAllowsNoCut) {
+  CutPoint c;
+  c.add(Line("start", 4, 1));
+  EXPECT_EQ(c.cut(At(50), {4, 5}, {4, 5}), std::nullopt);
+}
+
+TEST(CutPoint, ALineFromAWriterNobodyStartedAllowsNoCut) {
+  CutPoint c;
+  c.add(Line("start", 4, 1));
+  c.add(Line("invoke", 99, 2));
+  EXPECT_EQ(c.cut(At(50), {4}, {4}), std::nullopt);
+}
+
+TEST(CutPoint, AWriterOutOfTimeOrderEndsCutsForTheTrial) {
+  CutPoint c;
+  c.add(Line("start", 4, 5));
+  c.add(Line("invoke", 4, 3));
+  EXPECT_TRUE(c.broken());
+  c.add(Line("ok", 4, 9));
+  EXPECT_EQ(c.cut(At(50), {4}, {4}), std::nullopt);
+}
+
+TEST(CutPoint, ALauncherOrALineThatIsNotAnEventEndsCuts) {
+  CutPoint launcher;
+  Json l = Line("start", 3, 1);
+  l["role"] = "launcher";
+  launcher.add(l);
+  EXPECT_TRUE(launcher.broken());
+  CutPoint torn;
+  torn.add(Json::parse("{\"t\":1,\"ty", nullptr, false));
+  EXPECT_TRUE(torn.broken());
+}
+
+TEST(CutPoint, ATrialThatWritesTooMuchIsJudgedOnlyWhole) {
+  CutPoint c;
+  for (std::size_t i = 0; i <= CutPoint::kMaxEvents; ++i)
+    c.add(Line("fds", 4, 1 + static_cast<double>(i)));
+  EXPECT_TRUE(c.broken());
+  EXPECT_TRUE(c.events().empty());
+}
+
+TrialMeta TwoJobs() {
+  TrialMeta m;
+  m.scenario = "cut";
+  m.jobs = {JobMeta{}, JobMeta{}};
+  m.acquire_deadline_ns = 1000 * kMs;
+  return m;
+}
+
+TEST(BuildHistoryAtACut, KeepsOnlyWhatCameBeforeItAndLeavesOpenOpsOpen) {
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 0}});
+  e.op(0, 0, -1, 10, "release", 8, 12);
+  e.add({{"t", At(20)}, {"type", "trial"}, {"phase", "end"}});
+  std::vector<std::string> errors;
+  const History h = build_history(e.events(), TwoJobs(), &errors, At(10));
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(h.cut_t, At(10));
+  EXPECT_TRUE(h.ended);
+  EXPECT_EQ(h.end_t, At(10));
+  ASSERT_EQ(h.ops.size(), 2u);
+  EXPECT_EQ(h.ops[1].outcome, Outcome::kInfo);
+  EXPECT_EQ(h.ops[1].info_cause, kCauseCut);
+  EXPECT_EQ(h.ops[1].complete_t, At(10));
+}
+
+TEST(BuildHistoryAtACut, ReadsTheSupervisorsCutMarksOfAWholeRecord) {
+  Events e;
+  e.add({{"t", At(5)}, {"type", "trial"}, {"phase", "cut"}, {"invalid", {"cleanup.safety"}}});
+  e.add({{"t", At(20)}, {"type", "trial"}, {"phase", "end"}});
+  std::vector<std::string> errors;
+  const History h = build_history(e.events(), TwoJobs(), &errors);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_FALSE(h.malformed_trial_event);
+  EXPECT_EQ(h.cut_marks, std::vector<std::int64_t>{At(5)});
+  EXPECT_FALSE(h.cut_t);
+}
+
+// A cleanup's ok value: it removed `name`, kept and skipped nothing.
+Json Removed(const std::string& name) {
+  return {{"removed", {name}}, {"kept", Json::array()}, {"skipped", Json::array()}};
+}
+
+CheckResult Only(const std::vector<CheckResult>& checks, const std::string& invariant) {
+  for (const auto& c : checks) {
+    if (c.invariant == invariant) return c;
+  }
+  ADD_FAILURE() << "no result for " << invariant;
+  return {};
+}
+
+// Job 0 holds prefix 0 from +2 ms and says nothing until its release at
+// +40; job 1's cleanup removes its segment at +5 to +6.
+Events CleanupUnderASilentHolder() {
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 0}});
+  e.op(1, 0, -1, 20, "clean", 5, 6, Removed("/shm.000000_shard_states"));
+  e.op(0, 0, -1, 10, "release", 40, 41);
+  e.add({{"t", At(50)}, {"type", "trial"}, {"phase", "end"}});
+  return e;
+}
+
+TEST(CleanupSafetyAtACut, AHolderSilentSinceTheCleanupIsNotYetKnownToHaveLived) {
+  // Until the holder says something after the cleanup, the rest of the trial
+  // could still show it died first (a kill, its last sign of life at +2).
+  std::vector<std::string> errors;
+  const auto early = judge_cut(CleanupUnderASilentHolder().events(), TwoJobs(), At(30),
+                               {"cleanup.safety"}, &errors);
+  EXPECT_EQ(Only(early, "cleanup.safety").verdict, Verdict::kValid);
+  const auto late = judge_cut(CleanupUnderASilentHolder().events(), TwoJobs(), At(41),
+                              {"cleanup.safety"}, &errors);
+  EXPECT_EQ(Only(late, "cleanup.safety").verdict, Verdict::kInvalid);
+  EXPECT_TRUE(errors.empty());
+}
+
+TEST(CleanupSafetyAtACut, WhatACutCallsInvalidTheWholeTrialCallsInvalid) {
+  const Events e = CleanupUnderASilentHolder();
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(unsound_cuts(e.events(), TwoJobs(), {"cleanup.safety"}, 0, &cuts, &invalid).empty());
+  EXPECT_GT(invalid, 0u);
+  EXPECT_EQ(cuts, 8u);  // one before each distinct event time: 0, 1, 2, 5, 6, 40, 41, 50
+}
+
+TEST(CleanupSafetyAtACut, AHolderKilledAfterTheCutButSilentSinceCountsOnlyToItsLastSign) {
+  // The whole trial: killed at +30 by teardown, no fault, its last sign +2: valid.
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 0}});
+  e.op(1, 0, -1, 20, "clean", 5, 6, Removed("/shm.000000_shard_states"));
+  e.add({{"t", At(6.5)},
+         {"type", "fds"},
+         {"pid", 20},
+         {"job", 1},
+         {"rank", 0},
+         {"local_rank", 0},
+         {"count", 3}});
+  e.exit(0, 0, -1, 10, 30, {{"signal", SIGKILL}, {"by_harness", true}, {"teardown", true}});
+  e.add({{"t", At(50)}, {"type", "trial"}, {"phase", "end"}});
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(unsound_cuts(e.events(), TwoJobs(), {"cleanup.safety"}, 0, &cuts, &invalid).empty());
+  EXPECT_EQ(invalid, 0u);
+}
+
+TEST(CleanupSafetyAtACut, AnAcquireStillOpenAtTheCutMayYetBeTheFirstHolder) {
+  // Job 1's rank 0 holds prefix 1 (dataset 1), then gets prefix 0 (dataset
+  // 0) during job 0's cleanup, which removed a name of prefix 0. Its rank 1
+  // asked first, and is still asking at the cut: if it gets prefix 0, the
+  // prefix had a past and the name may have been its. So the whole record
+  // below is valid, and so must the cut be.
+  Events e;
+  e.op(1, 0, -1, 20, "acquire", 0.5, 0.8, {{"prefix", 1}}, {{"dataset", 1}});
+  e.op(1, 1, -1, 21, "acquire", 1, 14, {{"prefix", 0}}, {{"dataset", 0}});
+  e.op(1, 0, -1, 20, "acquire", 2, 5, {{"prefix", 0}}, {{"dataset", 0}});
+  e.op(0, 0, -1, 30, "clean", 3, 9, Removed("/shm.000000_shard_states"));
+  e.op(1, 0, -1, 20, "release", 12, 12.5, {},
+       {{"dataset", 1}});  // a sign of life after the cleanup
+  e.add({{"t", At(30)}, {"type", "trial"}, {"phase", "end"}});
+  TrialMeta m = TwoJobs();
+  m.jobs[1].ranks = 2;
+  std::vector<std::string> errors;
+  const auto at = judge_cut(e.events(), m, At(13), {"cleanup.safety"}, &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(Only(at, "cleanup.safety").verdict, Verdict::kValid);
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(unsound_cuts(e.events(), m, {"cleanup.safety"}, 0, &cuts, &invalid).empty());
+}
+
+TEST(RunCheckersAtACut, CheckersThatDoNotJudgeCutsAreNotRun) {
+  std::vector<std::string> errors;
+  const History h = build_history(CleanupUnderASilentHolder().events(), TwoJobs(), &errors, At(41));
+  const auto results = run_checkers(h);
+  EXPECT_EQ(Only(results, "cleanup.no-leak").excused, kNotJudgedAtCut);
+  EXPECT_EQ(Only(results, "barrier.liveness").excused, kNotJudgedAtCut);
+  EXPECT_EQ(Only(results, "cleanup.safety").verdict, Verdict::kInvalid);
+  EXPECT_TRUE(Only(results, "cleanup.safety").excused.empty());
+}
+
+TEST(CutInvariants, AreTheCheckersThatJudgeCutsLessTheScenariosExcuses) {
+  const auto all = cut_invariants({});
+  EXPECT_EQ(all, (std::vector<std::string>{"barrier.safety", "cleanup.safety",
+                                           "prefix.exclusive-local", "prefix.unique"}));
+  const auto some = cut_invariants({{"cleanup.safety", "a known-bad subject's scenario"}});
+  EXPECT_EQ(std::count(some.begin(), some.end(), "cleanup.safety"), 0);
+}
+
+TEST(PrefixUniqueAtACut, ADeadJobsStaleHoldIsNotJudged) {
+  // Job 0 made a segment of prefix 0 and died at +3. Job 1's grant at +6
+  // lists that segment as present: the dead job still held the prefix...
+  // unless job 2's acquire, invoked at +4 and still open at the cut, swept
+  // the dead job's names: the whole record below says so at +15, and is
+  // valid. So a cut at +10 may not call it invalid.
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 1.5, {{"prefix", 0}});
+  e.op(0, 0, -1, 10, "segment", 2, 2.5,
+       {{"name", "/shm.000000_shard_states"}, {"dev", 7}, {"ino", 5}},
+       {{"name", "/shm.000000_shard_states"}});
+  e.exit(0, 0, -1, 10, 3, {{"signal", SIGKILL}, {"by_harness", true}});
+  e.op(2, 0, -1, 30, "acquire", 4, 15, {{"prefix", 1}, {"removed", {"/shm.000000_shard_states"}}});
+  e.op(1, 0, -1, 20, "acquire", 5, 6,
+       {{"prefix", 0},
+        {"present", {{{"name", "/shm.000000_shard_states"}, {"dev", 7}, {"ino", 5}}}}});
+  e.op(1, 0, -1, 20, "release", 9, 9.5);
+  e.add({{"t", At(30)}, {"type", "trial"}, {"phase", "end"}});
+  TrialMeta m = TwoJobs();
+  m.jobs.push_back(JobMeta{});
+  std::vector<std::string> errors;
+  const auto at = judge_cut(e.events(), m, At(10), {"prefix.unique"}, &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(Only(at, "prefix.unique").verdict, Verdict::kValid);
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(unsound_cuts(e.events(), m, {"prefix.unique"}, 0, &cuts, &invalid).empty());
+}
+
+}  // namespace
+}  // namespace harness

@@ -1,0 +1,75 @@
+// The early end of a trial that is already invalid (--stop-on-violation).
+//
+// Every 25 ms of a running trial (and at most a twentieth of its time: after
+// a look that took d, the next comes no sooner than 20 d later), the
+// supervisor reads what the history has grown by, finds the latest instant the record is complete
+// up to (cut.h: every live worker has written a line at or after it, and the supervisor's own lines
+// before it are all written, since it is the one looking), and, if that instant moved, judges the
+// record up to it with the checkers that judge cuts. An invalid verdict there is the whole trial's,
+// whatever it would do next: the supervisor writes a `trial` event of phase "cut" at that instant
+// and ends the trial as at its end (heal, teardown, cleanup step, audit). The
+// run judges the record up to the mark (check_trial_dir).
+//
+// Narrow, like the early end of a hung trial: the native subject only (the
+// run sets cut_meta only for it), no launcher, no container (pids collide
+// across them), no process of the trial we did not start (a loader worker
+// writes lines we cannot bound), and not before every setting is logged.
+#include "supervisor_internal.h"
+
+namespace harness::supervision {
+
+namespace {
+// Looks come at most this often, and at most 1/kCutBudget of the
+// supervisor's time goes to them: a look rebuilds the record from all of it
+// (a trial of thousands of barrier rounds takes milliseconds), and 32 trials
+// share two cores.
+constexpr std::int64_t kCutLookNs = 25'000'000;
+constexpr std::int64_t kCutBudget = 20;
+}  // namespace
+
+bool Supervisor::watches_cuts() const {
+  if (!cfg_.cut_meta || cfg_.cut_invariants.empty() || tracks_processes_ ||
+      !plan_.launchers.empty() || cut_point_.broken()) {
+    return false;
+  }
+  for (const auto& w : plan_.workers) {
+    if (w.container >= 0 || w.loader_workers > 0) return false;
+  }
+  return true;
+}
+
+std::string Supervisor::cuts(std::int64_t now, bool settled) {
+  if (!settled || now < next_cut_look_ || !watches_cuts()) return "";
+  next_cut_look_ = now + kCutLookNs;
+  cut_tail_.read(trial_dir_ + "/history.jsonl",
+                 [&](std::string_view line) { cut_point_.add(Json::parse(line, nullptr, false)); });
+  std::vector<int> live;
+  std::set<int> known;
+  for (const auto& [pid, w] : workers_) {
+    known.insert(w.self_pid);
+    if (w.alive && w.plan != nullptr) live.push_back(w.self_pid);
+  }
+  const std::optional<std::int64_t> at = cut_point_.cut(now, live, known);
+  if (!at || *at <= last_cut_ || cut_point_.completions() == judged_completions_) return "";
+  last_cut_ = *at;
+  judged_completions_ = cut_point_.completions();
+  std::vector<std::string> errors;
+  const std::vector<CheckResult> checks =
+      judge_cut(cut_point_.events(), *cfg_.cut_meta, *at, cfg_.cut_invariants, &errors);
+  const std::int64_t judged = mono_ns();
+  next_cut_look_ = std::max(next_cut_look_, judged + kCutBudget * (judged - now));
+  if (!errors.empty() || !any_invalid(checks))
+    return "";  // a record that does not fit the protocol decides nothing
+  Json invalid = Json::array();
+  std::string why;
+  for (const CheckResult& c : checks) {
+    if (c.verdict != Verdict::kInvalid) continue;
+    invalid.push_back(c.invariant);
+    why += (why.empty() ? "" : ", ") + c.invariant;
+  }
+  log_.emit({{"type", "trial"}, {"phase", "cut"}, {"t", *at}, {"invalid", invalid}});
+  cut_ = true;
+  return why;
+}
+
+}  // namespace harness::supervision
