@@ -231,7 +231,7 @@ TEST(RunCheckersAtACut, CheckersThatDoNotJudgeCutsAreNotRun) {
 
 TEST(CutInvariants, AreTheCheckersThatJudgeCutsLessTheScenariosExcuses) {
   const auto all = cut_invariants({});
-  EXPECT_EQ(all, (std::vector<std::string>{"barrier.safety", "cleanup.safety",
+  EXPECT_EQ(all, (std::vector<std::string>{"barrier.safety", "cleanup.safety", "prefix.agreement",
                                            "prefix.exclusive-local", "prefix.unique"}));
   const auto some = cut_invariants({{"cleanup.safety", "a known-bad subject's scenario"}});
   EXPECT_EQ(std::count(some.begin(), some.end(), "cleanup.safety"), 0);

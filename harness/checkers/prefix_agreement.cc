@@ -3,6 +3,10 @@
 // either way and are left out. A rank whose failure a fault can cause (an
 // injected permission error: "permission", by checkers/excuses.h) is excused:
 // its failure is the fault's, not a split decision of the subject.
+//
+// At a cut (judges_cuts): every rule reads completed acquires and the faults
+// begun before them, all final before the cut; an acquire still open there is
+// left out, as one cut off by a death.
 #include <fmt/format.h>
 
 #include <map>
@@ -91,4 +95,5 @@ SHMSTRESS_REGISTER_CHECKER(
     "prefix.agreement",
     "all ranks of a job end with the same prefix, or all fail with a clear error",
     harness::check_prefix_agreement,
-    {"acquire-failed-in-use", "acquire-all-ranks-failed", "acquire-failed-by-fault"});
+    {"acquire-failed-in-use", "acquire-all-ranks-failed", "acquire-failed-by-fault"},
+    /*judges_cuts=*/true);
