@@ -9,9 +9,6 @@
 
 #include "cli/cli.h"
 #include "harness/cut.h"
-#include "harness/files.h"
-#include "harness/run.h"
-#include "harness/stored.h"
 #include "reports/reports.h"
 
 namespace cli {
@@ -53,21 +50,19 @@ int every_cut(const std::string& dir, std::size_t max_cuts) {
   if (trials.empty()) return 2;
   std::size_t cuts = 0, invalid_cuts = 0, unsound = 0;
   for (const auto& t : trials) {
-    harness::ScenarioError se;
-    auto s = harness::load_scenario((t / "scenario.toml").string(), &se);
-    harness::StoredError ste;
-    auto sched = s ? harness::load_schedule((t / "schedule.json").string(), &ste) : std::nullopt;
-    if (!s || !sched) {
-      std::fprintf(stderr, "%s\n",
-                   harness::printable_text(s ? ste.to_string() : se.to_string()).c_str());
+    std::string err;
+    const auto stored = load_stored_trial(t, &err);
+    if (!stored) {
+      std::fprintf(stderr, "%s\n", harness::printable_text(err).c_str());
       return 2;
     }
+    const harness::Scenario& s = stored->scenario;
     std::vector<std::string> errors;
     const auto events =
         harness::parse_jsonl(harness::read_file((t / "history.jsonl").string()), &errors);
     const auto lines =
-        harness::unsound_cuts(events, harness::meta_for(*s, sched->seed),
-                              harness::cut_invariants(s->excuses), max_cuts, &cuts, &invalid_cuts);
+        harness::unsound_cuts(events, harness::meta_for(s, stored->schedule.seed),
+                              harness::cut_invariants(s.excuses), max_cuts, &cuts, &invalid_cuts);
     for (const auto& line : lines) {
       std::printf("%s: %s\n", t.string().c_str(), harness::printable_text(line).c_str());
     }

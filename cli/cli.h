@@ -58,6 +58,15 @@ std::string canonical_or(const fs::path& p);
 // Colours on stdout: a TTY and no NO_COLOR.
 bool stdout_color();
 
+// One stored trial dir's own copy of its scenario (named, and with the file,
+// as the run that wrote it had it) and its schedule (seeds). nullopt, with
+// *err naming the file and what is wrong in it, if either is bad.
+struct StoredTrial {
+  harness::Scenario scenario;
+  harness::StoredSchedule schedule;
+};
+std::optional<StoredTrial> load_stored_trial(const fs::path& t, std::string* err);
+
 // Re-checks one stored trial dir against its own copy of the scenario and its
 // schedule (name, file, seeds). If the scenario or schedule.json is bad, *s
 // stays empty and *err names the file and what is wrong in it.

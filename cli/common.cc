@@ -48,24 +48,34 @@ std::string canonical_or(const fs::path& p) {
 
 bool stdout_color() { return ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"); }
 
-harness::TrialResult recheck_trial(const fs::path& t, std::optional<harness::Scenario>* s,
-                                   std::string* err) {
+std::optional<StoredTrial> load_stored_trial(const fs::path& t, std::string* err) {
   harness::ScenarioError e;
-  *s = harness::load_scenario((t / "scenario.toml").string(), &e);
-  if (!*s) {
+  auto s = harness::load_scenario((t / "scenario.toml").string(), &e);
+  if (!s) {
     *err = e.to_string();
-    return {};
+    return std::nullopt;
   }
   harness::StoredError se;
   auto sched = harness::load_schedule((t / "schedule.json").string(), &se);
   if (!sched) {
-    s->reset();
     *err = se.to_string();
+    return std::nullopt;
+  }
+  if (sched->scenario) s->name = *sched->scenario;
+  if (sched->scenario_file) s->file = *sched->scenario_file;
+  return StoredTrial{std::move(*s), std::move(*sched)};
+}
+
+harness::TrialResult recheck_trial(const fs::path& t, std::optional<harness::Scenario>* s,
+                                   std::string* err) {
+  auto stored = load_stored_trial(t, err);
+  if (!stored) {
+    s->reset();
     return {};
   }
-  if (sched->scenario) (*s)->name = *sched->scenario;
-  if (sched->scenario_file) (*s)->file = *sched->scenario_file;
-  return harness::check_trial_dir(**s, t.string(), sched->trial, sched->run_seed, sched->seed);
+  *s = stored->scenario;
+  const harness::StoredSchedule& sched = stored->schedule;
+  return harness::check_trial_dir(**s, t.string(), sched.trial, sched.run_seed, sched.seed);
 }
 
 namespace {

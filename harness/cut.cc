@@ -85,17 +85,22 @@ std::vector<std::string> cut_invariants(const std::map<std::string, std::string>
   return out;
 }
 
-std::vector<CheckResult> judge_cut(const std::vector<Json>& events, const TrialMeta& meta,
-                                   std::int64_t cut_t, const std::vector<std::string>& invariants,
-                                   std::vector<std::string>* errors) {
-  if (invariants.empty()) return {};  // run_checkers would run every checker
-  const History h = build_history(events, meta, errors, cut_t);
-  return run_checkers(h, invariants);
+std::vector<std::string> CutJudgement::invalid() const {
+  std::vector<std::string> out;
+  for (const CheckResult& c : checks) {
+    if (c.verdict == Verdict::kInvalid) out.push_back(c.invariant);
+  }
+  return out;
 }
 
-bool any_invalid(const std::vector<CheckResult>& checks) {
-  return std::any_of(checks.begin(), checks.end(),
-                     [](const CheckResult& c) { return c.verdict == Verdict::kInvalid; });
+CutJudgement judge_cut(const std::vector<Json>& events, const TrialMeta& meta, std::int64_t cut_t,
+                       const std::vector<std::string>& invariants) {
+  CutJudgement j;
+  j.history = build_history(events, meta, &j.errors, cut_t);
+  if (invariants.empty()) return j;  // run_checkers would run every checker
+  j.checks = run_checkers(j.history, invariants);
+  j.decisive = j.errors.empty() && !j.invalid().empty();
+  return j;
 }
 
 std::vector<std::string> unsound_cuts(const std::vector<Json>& events, const TrialMeta& meta,
@@ -125,13 +130,12 @@ std::vector<std::string> unsound_cuts(const std::vector<Json>& events, const Tri
     at_times = std::move(some);
   }
   for (const std::int64_t at : at_times) {
-    std::vector<std::string> cut_errors;
-    const std::vector<CheckResult> checks = judge_cut(events, meta, at, invariants, &cut_errors);
-    if (!cut_errors.empty())
-      continue;  // decides nothing: the supervisor does not cut there, nor the run judge
+    const CutJudgement j = judge_cut(events, meta, at, invariants);
+    if (!j.errors.empty()) continue;  // decides nothing, whatever it says
     ++*cuts;
-    if (any_invalid(checks)) ++*invalid_cuts;
-    for (const CheckResult& c : checks) {
+    if (!j.decisive) continue;
+    ++*invalid_cuts;
+    for (const CheckResult& c : j.checks) {
       if (c.verdict != Verdict::kInvalid || invalid_whole.contains(c.invariant)) continue;
       out.push_back(fmt::format("cut at +{:.3f} ms: {} invalid ({}), the whole trial not",
                                 (at - whole.start_t) / 1e6, c.invariant,

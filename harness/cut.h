@@ -64,14 +64,21 @@ class CutPoint {
 // scenario's excuses: a violation of one must not stop its trial).
 std::vector<std::string> cut_invariants(const std::map<std::string, std::string>& excused);
 
-// The checks of `invariants` on the record up to cut_t (build_history with
-// cut_t); `errors` gets the history errors of that record.
-std::vector<CheckResult> judge_cut(const std::vector<Json>& events, const TrialMeta& meta,
-                                   std::int64_t cut_t, const std::vector<std::string>& invariants,
-                                   std::vector<std::string>* errors);
-
-// Whether any of `checks` is invalid.
-bool any_invalid(const std::vector<CheckResult>& checks);
+// A record judged at a cut: the record up to cut_t (build_history with
+// cut_t), the checks of `invariants` on it, and its own history errors.
+struct CutJudgement {
+  History history;
+  std::vector<CheckResult> checks;
+  std::vector<std::string> errors;
+  // The rule every user of a cut follows (the supervisor stopping a trial,
+  // the run judging a stopped one, the self-check): a cut decides the trial
+  // only if its record fits the protocol and one of `invariants` is invalid.
+  bool decisive = false;
+  // Those invalid invariants, in `invariants` order.
+  std::vector<std::string> invalid() const;
+};
+CutJudgement judge_cut(const std::vector<Json>& events, const TrialMeta& meta, std::int64_t cut_t,
+                       const std::vector<std::string>& invariants);
 
 // The self-check of judges_cuts over a stored record (shmstress check
 // --every-cut): the record is judged whole (its cut marks ignored) and at

@@ -158,14 +158,25 @@ Events CleanupUnderASilentHolder() {
 TEST(CleanupSafetyAtACut, AHolderSilentSinceTheCleanupIsNotYetKnownToHaveLived) {
   // Until the holder says something after the cleanup, the rest of the trial
   // could still show it died first (a kill, its last sign of life at +2).
-  std::vector<std::string> errors;
-  const auto early = judge_cut(CleanupUnderASilentHolder().events(), TwoJobs(), At(30),
-                               {"cleanup.safety"}, &errors);
-  EXPECT_EQ(Only(early, "cleanup.safety").verdict, Verdict::kValid);
-  const auto late = judge_cut(CleanupUnderASilentHolder().events(), TwoJobs(), At(41),
-                              {"cleanup.safety"}, &errors);
-  EXPECT_EQ(Only(late, "cleanup.safety").verdict, Verdict::kInvalid);
-  EXPECT_TRUE(errors.empty());
+  const auto early =
+      judge_cut(CleanupUnderASilentHolder().events(), TwoJobs(), At(30), {"cleanup.safety"});
+  EXPECT_EQ(Only(early.checks, "cleanup.safety").verdict, Verdict::kValid);
+  EXPECT_FALSE(early.decisive);
+  const auto late =
+      judge_cut(CleanupUnderASilentHolder().events(), TwoJobs(), At(41), {"cleanup.safety"});
+  EXPECT_EQ(Only(late.checks, "cleanup.safety").verdict, Verdict::kInvalid);
+  EXPECT_TRUE(late.errors.empty());
+  EXPECT_TRUE(late.decisive);
+  EXPECT_EQ(late.invalid(), std::vector<std::string>{"cleanup.safety"});
+}
+
+TEST(JudgeCut, ARecordWithHistoryErrorsUpToTheCutDecidesNothing) {
+  Events e = CleanupUnderASilentHolder();
+  e.add({{"t", At(20)}, {"type", "fds"}, {"pid", 10}, {"job", 0}, {"rank", 0}, {"count", "three"}});
+  const auto at = judge_cut(e.events(), TwoJobs(), At(41), {"cleanup.safety"});
+  EXPECT_EQ(Only(at.checks, "cleanup.safety").verdict, Verdict::kInvalid);
+  EXPECT_FALSE(at.errors.empty());
+  EXPECT_FALSE(at.decisive);
 }
 
 TEST(CleanupSafetyAtACut, WhatACutCallsInvalidTheWholeTrialCallsInvalid) {
@@ -211,10 +222,9 @@ TEST(CleanupSafetyAtACut, AnAcquireStillOpenAtTheCutMayYetBeTheFirstHolder) {
   e.add({{"t", At(30)}, {"type", "trial"}, {"phase", "end"}});
   TrialMeta m = TwoJobs();
   m.jobs[1].ranks = 2;
-  std::vector<std::string> errors;
-  const auto at = judge_cut(e.events(), m, At(13), {"cleanup.safety"}, &errors);
-  EXPECT_TRUE(errors.empty()) << errors.front();
-  EXPECT_EQ(Only(at, "cleanup.safety").verdict, Verdict::kValid);
+  const auto at = judge_cut(e.events(), m, At(13), {"cleanup.safety"});
+  EXPECT_TRUE(at.errors.empty()) << at.errors.front();
+  EXPECT_EQ(Only(at.checks, "cleanup.safety").verdict, Verdict::kValid);
   std::size_t cuts = 0, invalid = 0;
   EXPECT_TRUE(unsound_cuts(e.events(), m, {"cleanup.safety"}, 0, &cuts, &invalid).empty());
 }
@@ -257,10 +267,9 @@ TEST(PrefixUniqueAtACut, ADeadJobsStaleHoldIsNotJudged) {
   e.add({{"t", At(30)}, {"type", "trial"}, {"phase", "end"}});
   TrialMeta m = TwoJobs();
   m.jobs.push_back(JobMeta{});
-  std::vector<std::string> errors;
-  const auto at = judge_cut(e.events(), m, At(10), {"prefix.unique"}, &errors);
-  EXPECT_TRUE(errors.empty()) << errors.front();
-  EXPECT_EQ(Only(at, "prefix.unique").verdict, Verdict::kValid);
+  const auto at = judge_cut(e.events(), m, At(10), {"prefix.unique"});
+  EXPECT_TRUE(at.errors.empty()) << at.errors.front();
+  EXPECT_EQ(Only(at.checks, "prefix.unique").verdict, Verdict::kValid);
   std::size_t cuts = 0, invalid = 0;
   EXPECT_TRUE(unsound_cuts(e.events(), m, {"prefix.unique"}, 0, &cuts, &invalid).empty());
 }

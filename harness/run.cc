@@ -303,24 +303,29 @@ TrialResult check_trial_dir(const Scenario& s, const std::string& dir, int trial
   const bool refused = !text && fs::exists(dir + "/history.jsonl", exists_ec);
   if (refused) errors.push_back("history.jsonl not read: it " + unread);
   const std::vector<Json> events = parse_jsonl(text.value_or(std::string()), &errors);
-  const std::vector<std::string> parse_errors = errors;
-  History h = build_history(events, meta_for(s, seed), &errors);
+  const TrialMeta meta = meta_for(s, seed);
+  const std::size_t parse_errors = errors.size();
+  History h = build_history(events, meta, &errors);
   if (planned) t.late_ms = fault_lateness_ms(h, *planned);
   // The supervisor stopped the trial at a violation (harness/cut.h): the
-  // record up to its mark is what is judged. A mark that shows no violation
+  // record up to its mark is what is judged. A mark that decides nothing
   // there (one a subject wrote, say) is ignored and the whole record judged,
   // so no line anyone writes can hide a violation.
-  const std::vector<std::string> judges_cuts = cut_invariants(s.excuses);
-  for (const std::int64_t mark : h.cut_marks) {
-    if (judges_cuts.empty()) break;
-    std::vector<std::string> cut_errors = parse_errors;
-    History at_cut = build_history(events, meta_for(s, seed), &cut_errors, mark);
-    // As the supervisor: a record with history errors up to the mark decides nothing.
-    if (cut_errors.size() > parse_errors.size() || !any_invalid(run_checkers(at_cut, judges_cuts)))
-      continue;
-    h = std::move(at_cut);
-    errors = std::move(cut_errors);
-    break;
+  std::optional<CutJudgement> at_mark;
+  if (!h.cut_marks.empty()) {
+    const std::vector<std::string> judges_cuts = cut_invariants(s.excuses);
+    for (const std::int64_t mark : h.cut_marks) {
+      if (CutJudgement j = judge_cut(events, meta, mark, judges_cuts); j.decisive) {
+        at_mark = std::move(j);
+        break;
+      }
+    }
+  }
+  if (at_mark) {
+    // The parse's errors stay (a decisive cut has none of its own); the
+    // whole record's are not this record's.
+    errors.resize(parse_errors);
+    h = std::move(at_mark->history);
   }
   // What the supervisor and the subject said about the trial itself, as
   // build_history validated it. A subject that cannot run here (e.g. its

@@ -38,8 +38,8 @@ bool Supervisor::watches_cuts() const {
   return true;
 }
 
-std::string Supervisor::cuts(std::int64_t now, bool settled) {
-  if (!settled || now < next_cut_look_ || !watches_cuts()) return "";
+bool Supervisor::cuts(std::int64_t now, bool settled) {
+  if (!settled || now < next_cut_look_ || !watches_cuts()) return false;
   next_cut_look_ = now + kCutLookNs;
   cut_tail_.read(trial_dir_ + "/history.jsonl",
                  [&](std::string_view line) { cut_point_.add(Json::parse(line, nullptr, false)); });
@@ -50,26 +50,16 @@ std::string Supervisor::cuts(std::int64_t now, bool settled) {
     if (w.alive && w.plan != nullptr) live.push_back(w.self_pid);
   }
   const std::optional<std::int64_t> at = cut_point_.cut(now, live, known);
-  if (!at || *at <= last_cut_ || cut_point_.completions() == judged_completions_) return "";
+  if (!at || *at <= last_cut_ || cut_point_.completions() == judged_completions_) return false;
   last_cut_ = *at;
   judged_completions_ = cut_point_.completions();
-  std::vector<std::string> errors;
-  const std::vector<CheckResult> checks =
-      judge_cut(cut_point_.events(), *cfg_.cut_meta, *at, cfg_.cut_invariants, &errors);
+  const CutJudgement j = judge_cut(cut_point_.events(), *cfg_.cut_meta, *at, cfg_.cut_invariants);
   const std::int64_t judged = mono_ns();
   next_cut_look_ = std::max(next_cut_look_, judged + kCutBudget * (judged - now));
-  if (!errors.empty() || !any_invalid(checks))
-    return "";  // a record that does not fit the protocol decides nothing
-  Json invalid = Json::array();
-  std::string why;
-  for (const CheckResult& c : checks) {
-    if (c.verdict != Verdict::kInvalid) continue;
-    invalid.push_back(c.invariant);
-    why += (why.empty() ? "" : ", ") + c.invariant;
-  }
-  log_.emit({{"type", "trial"}, {"phase", "cut"}, {"t", *at}, {"invalid", invalid}});
+  if (!j.decisive) return false;
+  log_.emit({{"type", "trial"}, {"phase", "cut"}, {"t", *at}, {"invalid", j.invalid()}});
   cut_ = true;
-  return why;
+  return true;
 }
 
 }  // namespace harness::supervision

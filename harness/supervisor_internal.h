@@ -419,8 +419,8 @@ class Supervisor {
   // is already invalid up to a point every writer has passed (harness/cut.h),
   // and marks that point in the history. `settled`: the gate is open and
   // every setting logged (their lines carry a worker's start time, not the
-  // time they are written). "" or which invariants.
-  std::string cuts(std::int64_t now, bool settled);
+  // time they are written). True: the trial ended at a cut.
+  bool cuts(std::int64_t now, bool settled);
   bool watches_cuts() const;
 
   // supervisor_faults.cc: delivering faults (signals and their observed

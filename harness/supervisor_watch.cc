@@ -470,7 +470,7 @@ void Supervisor::main_loop() {
     const bool settled =
         gate_open_ && std::none_of(timed.begin() + static_cast<std::ptrdiff_t>(next), timed.end(),
                                    [](const Action* a) { return a->at_ns == 0; });
-    if (!cuts(now, settled).empty()) return;  // ends as at its end: nothing open is judged a hang
+    if (cuts(now, settled)) return;  // ends as at its end: nothing open is judged a hang
     if (now >= deadline) {
       timed_out_ = true;
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});

@@ -67,29 +67,6 @@ CheckResult check_barrier_safety(const History& h) {
   }
 
   for (const auto& [job, ranks] : jobs) {
-    // A rank already in round r+1 while another is still in round r: the
-    // window in which a reset or a lapping participant breaks a barrier.
-    // (Each rank's earliest entry per round: a history of thousands of rounds
-    // is judged often, at every cut of a running trial.)
-    std::map<int, std::map<std::int64_t, std::int64_t>>
-        first_in;  // rank -> round -> earliest invoke
-    for (const auto& [rank, entries] : ranks) {
-      for (const Entry& e : entries) {
-        auto [it, fresh] = first_in[rank].try_emplace(e.round, e.op->invoke_t);
-        if (!fresh) it->second = std::min(it->second, e.op->invoke_t);
-      }
-    }
-    bool overlapped = false;
-    for (const auto& [rank, entries] : ranks) {
-      for (const Entry& e : entries) {
-        for (const auto& [other, rounds] : first_in) {
-          if (other == rank || overlapped) continue;
-          auto next = rounds.find(e.round + 1);
-          overlapped = next != rounds.end() && next->second < e.op->complete_t;
-        }
-      }
-    }
-    if (overlapped) rep.reach("barrier-rounds-overlapped");
     // round -> rank -> earliest entry
     std::map<std::int64_t, std::map<int, const Op*>> entered;
     for (const auto& [rank, entries] : ranks) {
@@ -98,6 +75,21 @@ CheckResult check_barrier_safety(const History& h) {
         if (first == nullptr || e.op->invoke_t < first->invoke_t) first = e.op;
       }
     }
+    // A rank already in round r+1 while another is still in round r: the
+    // window in which a reset or a lapping participant breaks a barrier.
+    // (From the earliest entries: a history of thousands of rounds is judged
+    // often, at every cut of a running trial.)
+    bool overlapped = false;
+    for (const auto& [rank, entries] : ranks) {
+      for (const Entry& e : entries) {
+        auto next = entered.find(e.round + 1);
+        if (next == entered.end()) continue;
+        for (const auto& [other, in] : next->second) {
+          overlapped = overlapped || (other != rank && in->invoke_t < e.op->complete_t);
+        }
+      }
+    }
+    if (overlapped) rep.reach("barrier-rounds-overlapped");
     for (const auto& [round, by_rank] : entered) {
       std::map<std::int64_t, const Op*> values;  // reported round value -> one op that reported it
       std::set<int> reported;                    // missing ranks already named for this round

@@ -377,26 +377,26 @@ RankHold rank_hold(const History& h, const Op& acq, int prefix, bool certain) {
       }
     }
   }
+  // Certain up to its last sign of life, not beyond: when it died without
+  // releasing, or (at a cut) may yet die right after it.
+  auto until_last_sign = [&] {
+    return std::min(std::max(last_alive(h, acq.job, acq.rank, acq.pid), r.sure_start), r.maybe_end);
+  };
   if (release != nullptr) {
     r.sure_end = release->invoke_t;
     r.maybe_end = release->complete_t;
     r.end = release->outcome == Outcome::kOk ? RankHold::End::kReleased : ended_by_exit();
   } else if (r.exit != nullptr) {
     r.maybe_end = std::max(r.exit->t, acq.invoke_t);
-    r.sure_end =
-        std::min(std::max(last_alive(h, acq.job, acq.rank, acq.pid), r.sure_start), r.maybe_end);
+    r.sure_end = until_last_sign();
     r.end = ended_by_exit();
-  } else if (h.cut_t) {
-    // Running at a cut: the rest of the trial may still show it died any
-    // time after its last sign of life, and then a whole record holds it
-    // certain only up to there (the branch above). Claiming more here would
-    // let a cut call invalid what the whole trial calls valid.
-    r.maybe_end = std::max(h.end_t, acq.complete_t);
-    r.sure_end =
-        std::min(std::max(last_alive(h, acq.job, acq.rank, acq.pid), r.sure_start), r.maybe_end);
-    r.end = RankHold::End::kRunning;
   } else {
-    r.sure_end = r.maybe_end = std::max(h.end_t, acq.complete_t);
+    // Running at the trial's end, or at a cut (History::cut_t), where the
+    // rest of the trial may still show it died after its last sign of life:
+    // a whole record then holds it certain only that far (the branch above),
+    // and claiming more would let a cut call invalid what the trial does not.
+    r.maybe_end = std::max(h.end_t, acq.complete_t);
+    r.sure_end = h.cut_t ? until_last_sign() : r.maybe_end;
     r.end = RankHold::End::kRunning;
   }
   if (!certain) r.sure_end = 0;
