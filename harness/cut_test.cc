@@ -234,17 +234,77 @@ TEST(RunCheckersAtACut, CheckersThatDoNotJudgeCutsAreNotRun) {
   const History h = build_history(CleanupUnderASilentHolder().events(), TwoJobs(), &errors, At(41));
   const auto results = run_checkers(h);
   EXPECT_EQ(Only(results, "cleanup.no-leak").excused, kNotJudgedAtCut);
-  EXPECT_EQ(Only(results, "barrier.liveness").excused, kNotJudgedAtCut);
+  EXPECT_EQ(Only(results, "ops.explained").excused, kNotJudgedAtCut);
   EXPECT_EQ(Only(results, "cleanup.safety").verdict, Verdict::kInvalid);
   EXPECT_TRUE(Only(results, "cleanup.safety").excused.empty());
 }
 
 TEST(CutInvariants, AreTheCheckersThatJudgeCutsLessTheScenariosExcuses) {
   const auto all = cut_invariants({});
-  EXPECT_EQ(all, (std::vector<std::string>{"barrier.safety", "cleanup.safety", "prefix.agreement",
-                                           "prefix.exclusive-local", "prefix.unique"}));
+  EXPECT_EQ(all, (std::vector<std::string>{"barrier.liveness", "barrier.safety", "cleanup.safety",
+                                           "prefix.agreement", "prefix.exclusive-local",
+                                           "prefix.unique"}));
   const auto some = cut_invariants({{"cleanup.safety", "a known-bad subject's scenario"}});
   EXPECT_EQ(std::count(some.begin(), some.end(), "cleanup.safety"), 0);
+}
+
+// One job of two ranks, a 3 s barrier deadline (+ 500 ms grace) and a
+// 500 ms release bound.
+TrialMeta TwoRanksInABarrier() {
+  TrialMeta m;
+  m.scenario = "cut";
+  m.jobs = {JobMeta{}};
+  m.jobs[0].ranks = 2;
+  m.jobs[0].barrier_rounds = 1;
+  m.barrier_deadline_ns = 3000 * kMs;
+  m.grace_ns = 500 * kMs;
+  m.release_ns = 500 * kMs;
+  return m;
+}
+
+TEST(BarrierLivenessAtACut, AWaiterThatSleptThroughTheReleaseIsInvalidOnceItLeft) {
+  // Rank 0 leaves round 0 at +10 ms, rank 1 only at +1010 ms.
+  Events e;
+  e.round(0, 0, -1, 10, 0, 1, 10);
+  e.round(0, 1, -1, 11, 0, 2, 1010);
+  e.add({{"t", At(1100)}, {"type", "trial"}, {"phase", "end"}});
+  const auto before = judge_cut(e.events(), TwoRanksInABarrier(), At(900), {"barrier.liveness"});
+  EXPECT_EQ(Only(before.checks, "barrier.liveness").verdict, Verdict::kValid);
+  const auto after = judge_cut(e.events(), TwoRanksInABarrier(), At(1011), {"barrier.liveness"});
+  EXPECT_TRUE(after.decisive);
+  EXPECT_EQ(after.invalid(), std::vector<std::string>{"barrier.liveness"});
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(
+      unsound_cuts(e.events(), TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid)
+          .empty());
+  EXPECT_GT(invalid, 0u);
+}
+
+TEST(BarrierLivenessAtACut, OnlyReleaseLatencyIsJudged) {
+  // Rank 1's round is open past deadline + grace at the cut (rank 0 enters
+  // only at +3780 ms); it completes at +3800 ms, having waited 500 ms for a
+  // CPU: the whole record is valid, and a cut at +3700 ms may not say "past
+  // its deadline" before that is known.
+  Events e;
+  e.round(0, 0, -1, 10, 0, 3780, 3790);
+  e.round(0, 1, -1, 11, 0, 2, 3800);
+  std::vector<Json> ev = e.events();
+  for (auto& x : ev) {
+    if (x.value("pid", 0) != 11) continue;
+    if (x["type"] == "invoke") x["cpu_wait_ns"] = At(5);
+    if (x["type"] == "ok") x["cpu_wait_ns"] = At(505);
+  }
+  ev.push_back({{"t", At(3900)}, {"type", "trial"}, {"phase", "end"}});
+  std::vector<std::string> errors;
+  const History whole = build_history(ev, TwoRanksInABarrier(), &errors);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(Only(run_checkers(whole, {"barrier.liveness"}), "barrier.liveness").verdict,
+            Verdict::kValid);
+  const auto at = judge_cut(ev, TwoRanksInABarrier(), At(3700), {"barrier.liveness"});
+  EXPECT_EQ(Only(at.checks, "barrier.liveness").verdict, Verdict::kValid);
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(
+      unsound_cuts(ev, TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid).empty());
 }
 
 TEST(PrefixUniqueAtACut, ADeadJobsStaleHoldIsNotJudged) {

@@ -312,6 +312,60 @@ TEST_F(FaultParams, PauseAtPointFirstArmsEveryRankForOneFault) {
             "");
 }
 
+TEST_F(FaultParams, PauseAtPointEachStopsEveryRankOfItsJobAsAFaultOfItsOwn) {
+  TrialPlan p = plan(
+      "kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\ntarget = \"each\"\njob = 1\nnth "
+      "= 2\n"
+      "hold = \"2-20ms\"");
+  int armed = 0;
+  for (const auto& w : p.workers) {
+    if (w.job != 1) {
+      EXPECT_FALSE(w.on_stop.has_value());
+      continue;
+    }
+    ++armed;
+    ASSERT_TRUE(w.on_stop.has_value());
+    EXPECT_FALSE(w.on_stop->first_of_trial);
+    EXPECT_EQ(w.on_stop->stops, 1);
+    EXPECT_EQ(w.env.at("SHMCOORD_PAUSE_AT"), "crash/barrier/woken:2");
+    EXPECT_GE(w.on_stop->hold_ns, 2'000'000);
+    EXPECT_LE(w.on_stop->hold_ns, 20'000'000);
+    EXPECT_EQ(w.on_stop->detail.value("hold_ms", -1), w.on_stop->hold_ns / 1'000'000);
+  }
+  EXPECT_EQ(armed, 2);
+  EXPECT_EQ(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\ntarget = "
+                     "\"each\"\nrank = 0"),
+            ":13: 'target' = \"each\" stops every rank: give no 'rank'");
+}
+
+TEST_F(FaultParams, PauseAtPointWithAListOfPassesStopsTheRankAtEachOfThem) {
+  TrialPlan p = plan(
+      "kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\njob = 0\nrank = 1\nnth = [9, 3, "
+      "6, 3]");
+  for (const auto& w : p.workers) {
+    if (w.job != 0 || w.rank != 1) {
+      EXPECT_FALSE(w.on_stop.has_value());
+      continue;
+    }
+    ASSERT_TRUE(w.on_stop.has_value());
+    EXPECT_EQ(w.on_stop->stops, 3);
+    EXPECT_EQ(w.env.at("SHMCOORD_PAUSE_AT"),
+              "crash/barrier/woken:3,crash/barrier/woken:6,crash/barrier/woken:9");
+    EXPECT_EQ(w.on_stop->detail.at("nth"), (nlohmann::json{3, 6, 9}));
+  }
+  EXPECT_EQ(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\nnth = [0]"),
+            ":13: 'nth' must be a non-empty list of integers in [1, 1000000] (got 0)");
+  EXPECT_NE(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\nnth = [1, "
+                     "2]\nthen = \"kill\""),
+            "");
+  EXPECT_NE(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\nnth = [1, "
+                     "2]\ntarget = \"first\""),
+            "");
+  EXPECT_NE(validate("kind = \"pause-at-point\"\npoint = \"crash/barrier/woken\"\nnth = [1, "
+                     "2]\nenumerate = 2"),
+            "");
+}
+
 TEST_F(FaultParams, CrashPointCycleMeetsEveryPointWithEveryRank) {
   std::set<std::tuple<std::string, int, int>> seen;
   for (int trial = 0; trial < 8; ++trial) {

@@ -41,6 +41,7 @@ nlohmann::json to_json(const TrialPlan& p) {
     if (w.on_stop) {
       x["on_stop"] = {{"fault", w.on_stop->fault}, {"hold_ms", w.on_stop->hold_ns / 1e6}, {"then", w.on_stop->then},
                       {"detail", w.on_stop->detail}};
+      if (w.on_stop->stops > 1) x["on_stop"]["stops"] = w.on_stop->stops;
     }
     return x;
   };

@@ -49,6 +49,9 @@ struct WorkerPlan {
     // Shared by every worker of the trial: only the first of them to stop is
     // the fault; a later one is resumed at once.
     bool first_of_trial = false;
+    // How many times the worker stops itself (SHMCOORD_PAUSE_AT with several
+    // passes): each stop is a window of its own, handled alike.
+    int stops = 1;
   };
   std::optional<OnStop> on_stop;
 };

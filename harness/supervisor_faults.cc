@@ -26,6 +26,15 @@ const char* Supervisor::effect_of(pid_t pid, int sig) {
   if (sig == SIGKILL && (!present || st == 'Z' || st == 'X')) return "exited";
   if (sig == SIGSTOP && present && (st == 'T' || st == 't')) return "stopped";
   if (sig == SIGCONT && present && st != 'T' && st != 't') return "continued";
+  // Stopped again already (a worker stopping itself at its next pass, within
+  // microseconds): a new stop waits to be reaped, the last one was, so it ran
+  // in between. Without this look the watch would spin its 100 ms, blind to
+  // the new stop meanwhile.
+  siginfo_t si{};
+  if (sig == SIGCONT && present &&
+      ::waitid(P_PID, static_cast<id_t>(pid), &si, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+      si.si_pid == pid && si.si_code == CLD_STOPPED)
+    return "continued";
   return nullptr;
 }
 
@@ -195,7 +204,8 @@ int Supervisor::first_round_after(pid_t self_pid, int job, int rank) {
 // A worker stopped itself at its failpoint (WorkerPlan::OnStop).
 void Supervisor::self_stopped(pid_t pid, Worker& w) {
   const std::int64_t seen = mono_ns();
-  w.self_stop_seen = ever_stopped_ = true;
+  ++w.self_stops_seen;
+  ever_stopped_ = true;
   const WorkerPlan::OnStop& os = *w.plan->on_stop;
   if (os.first_of_trial && first_stop_taken_) {  // another worker was first: not the fault
     ::kill(pid, SIGCONT);

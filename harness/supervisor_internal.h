@@ -226,7 +226,7 @@ struct Worker {
   bool killed_by_harness = false;
   bool teardown = false;
   bool stopped_by_harness = false;  // a SIGSTOP of ours is in effect
-  bool self_stop_seen = false;      // its OnStop has fired
+  int self_stops_seen = 0;          // times its OnStop has fired (up to OnStop::stops)
 };
 
 // A container of the trial: a pid namespace whose pid 1 does nothing but reap,

@@ -149,7 +149,8 @@ void Supervisor::reap() {
     if (it == workers_.end()) continue;  // a resource tracker, helper or other descendant
     Worker& w = it->second;
     if (WIFSTOPPED(st)) {
-      if (w.plan && w.plan->on_stop && !w.self_stop_seen && !w.stopped_by_harness)
+      if (w.plan && w.plan->on_stop && w.self_stops_seen < w.plan->on_stop->stops &&
+          !w.stopped_by_harness)
         self_stopped(pid, w);
       continue;
     }

@@ -30,12 +30,16 @@
 //   waited on a lock a running process kept after its op — an exit-path hang.
 // - Release latency (only when the scenario sets deadlines.release): once
 //   one participant left round r (so it was released), every other one that
-//   completes r completes it within TrialMeta::release_ns, in a round no
-//   fault touched. A waiter that slept through the release and left only
-//   when its own liveness check came round (a wake before the store it
-//   announces) shows here; scenarios raise the subject's check interval
-//   (workload.barrier_liveness) far above the bound so that a lost wake
-//   costs far more than any scheduling delay of a loaded machine.
+//   completes r completes it within TrialMeta::release_ns, unless a fault
+//   acted while it was late (one over before the first left leaves a state
+//   the barrier must release from like any other). A waiter that slept
+//   through the release and left only when its own liveness check came
+//   round (a wake before the store it announces) shows here; scenarios raise
+//   the subject's check interval (workload.barrier_liveness) far above the
+//   bound so that a lost wake costs far more than any scheduling delay of a
+//   loaded machine.
+// At a cut (judges_cuts; docs/architecture.md, "Judging a running trial"):
+// release latency alone, which stays invalid however the trial goes on.
 #include <fmt/format.h>
 
 #include <map>
@@ -155,8 +159,8 @@ std::vector<Gone> gone_participants(const History& h, int job) {
 // Release latency: in a round every participant completed ok, each leaves
 // within release_ns of the first one to leave (which left only after the
 // release: an anchor never earlier than the release, so a late anchor can
-// only hide a slow waiter, never invent one). Rounds that any fault window
-// overlaps (a stop, a kill, anything) are not judged.
+// only hide a slow waiter, never invent one). A waiter late while any fault
+// window was open (a stop, a kill, anything) is not judged.
 void check_release_latency(const History& h, const std::map<const Op*, std::int64_t>& round,
                            checks::Report& rep) {
   std::map<std::pair<int, std::int64_t>, std::vector<const Op*>> by_round;  // (job, round)
@@ -169,26 +173,27 @@ void check_release_latency(const History& h, const std::map<const Op*, std::int6
     }
     std::set<int> ranks;  // seats
     const Op* first = nullptr;
-    std::int64_t entered = checks::kNever, last = 0;
     bool all_ok = true;
     for (const Op* op : ops) {
       ranks.insert(checks::seat(h, *op));
       all_ok = all_ok && op->outcome == Outcome::kOk;
       if (first == nullptr || op->complete_t < first->complete_t) first = op;
-      entered = std::min(entered, op->invoke_t);
-      last = std::max(last, op->complete_t);
     }
     if (!all_ok || ranks.size() != ops.size()) continue;
-    bool touched = false;
-    for (const Fault& f : h.faults) {
-      touched = touched ||
-                checks::overlaps(f.start_t, std::max(f.end_t, f.start_t) + 1, entered, last + 1);
-    }
-    if (touched) continue;
     rep.reach("barrier-release-judged");
     for (const Op* op : ops) {
       const std::int64_t late = op->complete_t - first->complete_t;
       if (late <= h.meta.release_ns) continue;
+      // Only a fault acting while this waiter was late can have made it
+      // late: one over before the first leave left a state the barrier must
+      // release from like any other (a waker stopped between its wake and
+      // its store is exactly the flaw this bound is for).
+      bool touched = false;
+      for (const Fault& f : h.faults) {
+        touched = touched || checks::overlaps(f.start_t, std::max(f.end_t, f.start_t) + 1,
+                                              first->complete_t, op->complete_t + 1);
+      }
+      if (touched) continue;
       rep.invalid(fmt::format(
           "{} left round {} at {}, {} after {} had left it at {} (so it was released): past the "
           "release bound {} (a waiter that slept through its round's release)",
@@ -219,6 +224,15 @@ CheckResult check_barrier_liveness(const History& h) {
     round[&op] = r;
     auto& first = entered[{op.job, r}][me];
     if (first == nullptr || op.invoke_t < first->invoke_t) first = &op;
+  }
+  // At a cut only release latency is judged: a round every seat left ok
+  // before W, and the faults begun before W (one still open ends at W, no
+  // earlier than in the whole record), are final. Every other rule weighs a
+  // wait for a CPU known only at an op's completion, or an end the rest of
+  // the trial may bring.
+  if (h.cut_t) {
+    if (h.meta.release_ns > 0) check_release_latency(h, round, rep);
+    return rep.take();
   }
   for (std::size_t j = 0; j < h.meta.jobs.size(); ++j) {
     if (h.meta.jobs[j].barrier_rounds <= 0 || !participants.contains(static_cast<int>(j))) continue;
@@ -397,4 +411,6 @@ SHMSTRESS_REGISTER_CHECKER(
     harness::check_barrier_liveness,
     {"barrier-participant-died", "barrier-broken-detected", "barrier-timeout-detected",
      "killed-in-barrier", "barrier-participant-stopped", "hang-detected",
-     "barrier-death-detected-in-time", "barrier-release-judged", "barrier-attached-after-peer-death"});
+     "barrier-death-detected-in-time", "barrier-release-judged",
+     "barrier-attached-after-peer-death"},
+    /*judges_cuts=*/true);

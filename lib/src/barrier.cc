@@ -86,6 +86,7 @@ std::string who(const Participant& q, int slot) {
 void wake(BarrierLayout* b) {
   std::atomic_ref<std::uint32_t>(b->seq).fetch_add(1, std::memory_order_seq_cst);
   if (std::atomic_ref<std::uint32_t>(b->waiters).load(std::memory_order_seq_cst) != 0) sys::futex_wake_all(&b->seq);
+  failpoint::crash_window("crash/barrier/woken");
 }
 
 // Completes round `gen` from the round word `full` (every seat arrived). Only
@@ -101,6 +102,7 @@ void release_round(BarrierLayout* b, std::uint64_t full) {
       std::atomic_ref<std::uint32_t>(b->waiters).load(std::memory_order_seq_cst) != 0) {
     std::atomic_ref<std::uint32_t>(b->seq).fetch_add(1, std::memory_order_seq_cst);
     sys::futex_wake_all(&b->seq);
+    failpoint::crash_window("crash/barrier/woken");
   }
 }
 

@@ -132,6 +132,14 @@ TRIALS=8 run mutex-held-stopped
 has mutex-held-stopped "trial:any(o['pid'] != w[0]['pid'] and w[1] and w[0]['t'] < o['invoke_t'] < w[1]['t'] < (o['t'] or 0) for w in windows(ev, 'pause-at-point') for o in ops(ev))" "an operation of another process held up inside a pause window"
 TRIALS=12 run pause-points
 has pause-points "e.get('type')=='fault' and e.get('kind')=='pause-at-point' and e.get('phase')=='end' and e.get('effect')=='continued'" "a rank resumed after stopping itself at a failpoint"
+# A list of passes (nth = [1, ..., 8]) stops one rank at several of them,
+# each its own window, each seen resumed; the rank finishes a round between
+# two of them.
+TRIALS=6 run barrier-release
+has barrier-release "trial:any(len(ws) >= 2 and all(w[1] and w[1].get('effect') == 'continued' for w in ws) and any(o['pid'] == ws[0][0]['pid'] and o['op'] == 'barrier' and ws[0][1]['t'] < (o['t'] or 0) < ws[1][0]['t'] for o in ops(ev)) for ws in [[w for w in windows(ev, 'pause-at-point') if w[0]['rank'] == r] for r in range(6)])" "a rank stopped and resumed at several passes of one point, leaving a round between"
+# A rank that stops again microseconds after its SIGCONT was still resumed:
+# the supervisor sees that by the new stop, not by spinning 100 ms on /proc.
+hasnt barrier-release "e.get('type')=='fault' and e.get('phase')=='end' and e.get('effect')!='continued'" "resume the supervisor could not confirm"
 # Crash points inside critical sections: the rank announces the point and dies
 # there (SIGKILL it raised itself); the others carry on past it.
 TRIALS=8 run crash-points

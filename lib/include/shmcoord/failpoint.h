@@ -105,6 +105,7 @@ inline constexpr Point kPoints[] = {
     {"crash/barrier/attach/locked", Kind::kWindow, "a seat chosen, the participant not yet written (lock held)"},
     {"crash/barrier/wait/after-enter", Kind::kWindow, "arrival counted, not yet marked as arrived"},
     {"crash/barrier/wait/before-release", Kind::kWindow, "the last arrival counted, round not yet released (a survivor releases it)"},
+    {"crash/barrier/woken", Kind::kWindow, "a waker has bumped seq and woken the sleepers, the waker not yet on (after a release: published first)"},
     {"crash/barrier/wait/before-sleep", Kind::kWindow, "arrived, before the futex wait"},
     {"crash/barrier/wait/check-locked", Kind::kWindow, "a waiter's liveness check holds the barrier lock"},
     {"crash/barrier/break-half-written", Kind::kWindow, "a break reason written, the broken flag not yet set (lock held)"},
