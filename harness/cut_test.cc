@@ -280,7 +280,7 @@ TEST(BarrierLivenessAtACut, AWaiterThatSleptThroughTheReleaseIsInvalidOnceItLeft
   EXPECT_GT(invalid, 0u);
 }
 
-TEST(BarrierLivenessAtACut, OnlyReleaseLatencyIsJudged) {
+TEST(BarrierLivenessAtACut, AnOpStillOpenIsNotHeldToItsDeadline) {
   // Rank 1's round is open past deadline + grace at the cut (rank 0 enters
   // only at +3780 ms); it completes at +3800 ms, having waited 500 ms for a
   // CPU: the whole record is valid, and a cut at +3700 ms may not say "past
@@ -305,6 +305,44 @@ TEST(BarrierLivenessAtACut, OnlyReleaseLatencyIsJudged) {
   std::size_t cuts = 0, invalid = 0;
   EXPECT_TRUE(
       unsound_cuts(ev, TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid).empty());
+}
+
+TEST(BarrierLivenessAtACut, AFailedRoundIsNotCalledUnexplained) {
+  // Rank 0 fails round 0 "broken" at +1000 ms. Rank 1, in the round since
+  // +20 ms, is killed; its exit comes at +1100 ms, its last sign of life was
+  // +20 ms: the whole record explains the break by that death. A cut at
+  // +1050 ms has no exit yet, so it may not call the break unexplained.
+  Events e;
+  e.op(0, 0, -1, 10, "barrier", 10, 1000, {}, {{"round", 0}}, "fail", "broken");
+  e.op(0, 1, -1, 11, "barrier", 20, 0, {}, {{"round", 0}}, "open");
+  e.exit(0, 1, -1, 11, 1100, {{"signal", SIGKILL}});
+  e.add({{"t", At(1200)}, {"type", "trial"}, {"phase", "end"}});
+  std::vector<std::string> errors;
+  const History whole = build_history(e.events(), TwoRanksInABarrier(), &errors);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(Only(run_checkers(whole, {"barrier.liveness"}), "barrier.liveness").verdict,
+            Verdict::kValid);
+  const auto at = judge_cut(e.events(), TwoRanksInABarrier(), At(1050), {"barrier.liveness"});
+  EXPECT_TRUE(at.errors.empty()) << at.errors.front();
+  EXPECT_EQ(Only(at.checks, "barrier.liveness").verdict, Verdict::kValid);
+  std::size_t cuts = 0, invalid = 0;
+  EXPECT_TRUE(
+      unsound_cuts(e.events(), TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid)
+          .empty());
+}
+
+TEST(BarrierLivenessAtACut, ADetachTimingOutWithNoFaultKeepingALockIsInvalidOnceItEnded) {
+  // Both ranks' detaches time out at +3000 ms: no process was stopped, no
+  // fault held a lock. The trial's cleanup step would wait on the same lock.
+  Events e;
+  e.op(0, 0, -1, 10, "barrier_detach", 1, 3000, {}, Json::object(), "fail", "timeout");
+  e.op(0, 1, -1, 11, "barrier_detach", 2, 3001, {}, Json::object(), "fail", "timeout");
+  e.add({{"t", At(13000)}, {"type", "trial"}, {"phase", "end"}});
+  const auto before = judge_cut(e.events(), TwoRanksInABarrier(), At(2000), {"barrier.liveness"});
+  EXPECT_EQ(Only(before.checks, "barrier.liveness").verdict, Verdict::kValid);
+  const auto after = judge_cut(e.events(), TwoRanksInABarrier(), At(3002), {"barrier.liveness"});
+  EXPECT_TRUE(after.decisive);
+  EXPECT_EQ(after.invalid(), std::vector<std::string>{"barrier.liveness"});
 }
 
 TEST(PrefixUniqueAtACut, ADeadJobsStaleHoldIsNotJudged) {

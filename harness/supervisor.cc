@@ -78,7 +78,11 @@ int Supervisor::run() {
   drop_history_watch();  // if the loop ended still following it
   heal_and_teardown();
   reap_until_workers_gone(mono_ns() + 5'000'000'000LL);
-  if (plan_.final_cleanup) cleanup_step();
+  // A trial stopped at a cut has its verdict: the cleanup step serves only
+  // the audit's leak check, which a cut does not judge, and a subject whose
+  // flaw hangs the trial's workers may hang it too (10 s). The audit still
+  // records and removes the trial's leftovers.
+  if (plan_.final_cleanup && !cut_) cleanup_step();
   finish_zygote();  // before the audit, which would find it left over
   audit();
   if (!gate_path_.empty())

@@ -7,8 +7,9 @@
 // before it are all written, since it is the one looking), and, if that instant moved, judges the
 // record up to it with the checkers that judge cuts. An invalid verdict there is the whole trial's,
 // whatever it would do next: the supervisor writes a `trial` event of phase "cut" at that instant
-// and ends the trial as at its end (heal, teardown, cleanup step, audit). The
-// run judges the record up to the mark (check_trial_dir).
+// and ends the trial as at its end (heal, teardown, audit; no cleanup step). The
+// last look comes when the last worker is gone. The run judges the record up
+// to the mark (check_trial_dir).
 //
 // Narrow, like the early end of a hung trial: the native subject only (the
 // run sets cut_meta only for it), no launcher, no container (pids collide

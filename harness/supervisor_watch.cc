@@ -437,7 +437,16 @@ void Supervisor::main_loop() {
     run_timers();
     cap_logs(false);
     if (!any_worker_alive()) {
-      if (!gate_open_) open_gate("no-workers");
+      if (!gate_open_) {
+        open_gate("no-workers");
+      } else if (std::none_of(timed.begin() + static_cast<std::ptrdiff_t>(next), timed.end(),
+                              [](const Action* a) { return a->at_ns == 0; })) {
+        // Every worker's last line is in: one last look, whatever the pace,
+        // so a trial whose violation shows as its workers end is not kept
+        // for a cleanup step that the same flaw may hang.
+        next_cut_look_ = 0;
+        cuts(mono_ns(), true);
+      }
       return;
     }
     follow_history(triggers);

@@ -39,7 +39,9 @@
 //   bound so that a lost wake costs far more than any scheduling delay of a
 //   loaded machine.
 // At a cut (judges_cuts; docs/architecture.md, "Judging a running trial"):
-// release latency alone, which stays invalid however the trial goes on.
+// the deadline of an op that ended, an exit-path hang and release latency,
+// which stay invalid however the trial goes on; not a failed round's
+// explanation nor a death's latency.
 #include <fmt/format.h>
 
 #include <map>
@@ -225,15 +227,13 @@ CheckResult check_barrier_liveness(const History& h) {
     auto& first = entered[{op.job, r}][me];
     if (first == nullptr || op.invoke_t < first->invoke_t) first = &op;
   }
-  // At a cut only release latency is judged: a round every seat left ok
-  // before W, and the faults begun before W (one still open ends at W, no
-  // earlier than in the whole record), are final. Every other rule weighs a
-  // wait for a CPU known only at an op's completion, or an end the rest of
-  // the trial may bring.
-  if (h.cut_t) {
-    if (h.meta.release_ns > 0) check_release_latency(h, round, rep);
-    return rep.take();
-  }
+  // At a cut (W) only what is final is judged: an op that ended before W
+  // (its wait for a CPU is read at its end) and the faults begun before
+  // it (one still open at W ends at W, no earlier than in the whole record).
+  // Not judged there: an op still open at W (it may yet end in time), a
+  // failed round's explanation (an exit after W may date a death before
+  // it), and a death's latency (not audited for cuts yet).
+  const bool at_cut = h.cut_t.has_value();
   for (std::size_t j = 0; j < h.meta.jobs.size(); ++j) {
     if (h.meta.jobs[j].barrier_rounds <= 0 || !participants.contains(static_cast<int>(j))) continue;
     for (int r = 0; r < checks::seats(h, static_cast<int>(j)); ++r) participants[static_cast<int>(j)].insert(r);
@@ -280,6 +280,7 @@ CheckResult check_barrier_liveness(const History& h) {
     }
     if (job_stopped_during(h, op.job, op.invoke_t, op.complete_t)) rep.reach("barrier-participant-stopped");
 
+    if (at_cut && op.outcome == Outcome::kInfo && op.info_cause == kCauseCut) continue;
     std::string deaths = deaths_before(h, op);
     std::string context = deaths.empty() ? "" : fmt::format(" (meanwhile {})", deaths);
     if (op.outcome == Outcome::kInfo && op.info_cause == kCauseTrialTimeout) {
@@ -305,7 +306,7 @@ CheckResult check_barrier_liveness(const History& h) {
         continue;
       }
     }
-    if (op.op == "barrier" && op.outcome == Outcome::kFail &&
+    if (!at_cut && op.op == "barrier" && op.outcome == Outcome::kFail &&
         (op.error_code == "timeout" || op.error_code == "broken")) {
       std::int64_t r = round[&op];
       if (!failure_explained(h, op, entered[{op.job, r}], participants[op.job])) {
@@ -339,6 +340,7 @@ CheckResult check_barrier_liveness(const History& h) {
   // everyone else within the liveness bound.
   const std::int64_t bound = h.meta.liveness_ns + kLivenessSlackNs;
   for (const auto& [job, ranks] : participants) {
+    if (at_cut) break;
     for (const Gone& g : gone_participants(h, job)) {
       std::set<std::int64_t> entered_rounds, died_in;
       for (const Op& op : h.ops) {

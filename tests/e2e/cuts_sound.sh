@@ -7,7 +7,8 @@
 #    (`check --every-cut`, every record at up to 250 cuts).
 # 2. A variant whose cleanup removes a live holder's names
 #    (cleanup-unreadable-registry-is-garbage) on exhaustion-cleaning-as: the
-#    catching trial is cut, ends well before the same trial run whole, is
+#    catching trial is cut, ends well before the same trial run whole
+#    (no cleanup step after the cut; the audit still runs), is
 #    judged invalid by cleanup.safety up to the cut (the invariants that do
 #    not judge cuts: not judged), `check` of the stored dir says the same,
 #    the same trial run whole with that variant fails cleanup.safety too, and
@@ -55,6 +56,11 @@ if checks['cleanup.safety']['verdict'] != 'invalid':
     sys.exit('cleanup.safety not invalid at the cut')
 if 'not judged' not in checks['cleanup.no-leak'].get('excused', ''):
     sys.exit('cleanup.no-leak was judged on a cut trial')
+# No cleanup step after a cut (it serves only the leak check); the audit still runs.
+if any(e.get('type') == 'invoke' and e.get('job') == -1 for e in ev):
+    sys.exit('a cleanup step ran after the cut')
+if not any(e.get('type') == 'audit' for e in ev):
+    sys.exit('no audit after the cut')
 open(d + '/../../took_ms', 'w').write(str((end - start) / 1e6))
 PYEOF
 set +e
