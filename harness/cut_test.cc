@@ -144,6 +144,20 @@ CheckResult Only(const std::vector<CheckResult>& checks, const std::string& inva
   return {};
 }
 
+// The self-check (unsound_cuts) over a record: the cuts the whole record
+// contradicts (none, where the checkers are sound), how many cuts were
+// judged and how many of them were invalid.
+struct EveryCut {
+  std::vector<std::string> unsound;
+  std::size_t cuts = 0, invalid = 0;
+};
+EveryCut JudgeEveryCut(const std::vector<Json>& events, const TrialMeta& m,
+                       const std::vector<std::string>& invariants) {
+  EveryCut r;
+  r.unsound = unsound_cuts(events, m, invariants, 0, &r.cuts, &r.invalid);
+  return r;
+}
+
 // Job 0 holds prefix 0 from +2 ms and says nothing until its release at
 // +40; job 1's cleanup removes its segment at +5 to +6.
 Events CleanupUnderASilentHolder() {
@@ -181,10 +195,10 @@ TEST(JudgeCut, ARecordWithHistoryErrorsUpToTheCutDecidesNothing) {
 
 TEST(CleanupSafetyAtACut, WhatACutCallsInvalidTheWholeTrialCallsInvalid) {
   const Events e = CleanupUnderASilentHolder();
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(unsound_cuts(e.events(), TwoJobs(), {"cleanup.safety"}, 0, &cuts, &invalid).empty());
-  EXPECT_GT(invalid, 0u);
-  EXPECT_EQ(cuts, 8u);  // one before each distinct event time: 0, 1, 2, 5, 6, 40, 41, 50
+  const EveryCut every = JudgeEveryCut(e.events(), TwoJobs(), {"cleanup.safety"});
+  EXPECT_TRUE(every.unsound.empty());
+  EXPECT_GT(every.invalid, 0u);
+  EXPECT_EQ(every.cuts, 8u);  // one before each distinct event time: 0, 1, 2, 5, 6, 40, 41, 50
 }
 
 TEST(CleanupSafetyAtACut, AHolderKilledAfterTheCutButSilentSinceCountsOnlyToItsLastSign) {
@@ -201,9 +215,9 @@ TEST(CleanupSafetyAtACut, AHolderKilledAfterTheCutButSilentSinceCountsOnlyToItsL
          {"count", 3}});
   e.exit(0, 0, -1, 10, 30, {{"signal", SIGKILL}, {"by_harness", true}, {"teardown", true}});
   e.add({{"t", At(50)}, {"type", "trial"}, {"phase", "end"}});
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(unsound_cuts(e.events(), TwoJobs(), {"cleanup.safety"}, 0, &cuts, &invalid).empty());
-  EXPECT_EQ(invalid, 0u);
+  const EveryCut every = JudgeEveryCut(e.events(), TwoJobs(), {"cleanup.safety"});
+  EXPECT_TRUE(every.unsound.empty());
+  EXPECT_EQ(every.invalid, 0u);
 }
 
 TEST(CleanupSafetyAtACut, AnAcquireStillOpenAtTheCutMayYetBeTheFirstHolder) {
@@ -225,8 +239,8 @@ TEST(CleanupSafetyAtACut, AnAcquireStillOpenAtTheCutMayYetBeTheFirstHolder) {
   const auto at = judge_cut(e.events(), m, At(13), {"cleanup.safety"});
   EXPECT_TRUE(at.errors.empty()) << at.errors.front();
   EXPECT_EQ(Only(at.checks, "cleanup.safety").verdict, Verdict::kValid);
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(unsound_cuts(e.events(), m, {"cleanup.safety"}, 0, &cuts, &invalid).empty());
+  const EveryCut every = JudgeEveryCut(e.events(), m, {"cleanup.safety"});
+  EXPECT_TRUE(every.unsound.empty());
 }
 
 TEST(RunCheckersAtACut, CheckersThatDoNotJudgeCutsAreNotRun) {
@@ -262,22 +276,33 @@ TrialMeta TwoRanksInABarrier() {
   return m;
 }
 
+// barrier.liveness on a TwoRanksInABarrier record up to a cut at `ms`...
+CutJudgement LivenessAt(const std::vector<Json>& events, double ms) {
+  return judge_cut(events, TwoRanksInABarrier(), At(ms), {"barrier.liveness"});
+}
+Verdict VerdictOf(const CutJudgement& j) { return Only(j.checks, "barrier.liveness").verdict; }
+
+// ...and on the whole record.
+Verdict LivenessWhole(const std::vector<Json>& events) {
+  std::vector<std::string> errors;
+  const History h = build_history(events, TwoRanksInABarrier(), &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  return Only(run_checkers(h, {"barrier.liveness"}), "barrier.liveness").verdict;
+}
+
 TEST(BarrierLivenessAtACut, AWaiterThatSleptThroughTheReleaseIsInvalidOnceItLeft) {
   // Rank 0 leaves round 0 at +10 ms, rank 1 only at +1010 ms.
   Events e;
   e.round(0, 0, -1, 10, 0, 1, 10);
   e.round(0, 1, -1, 11, 0, 2, 1010);
   e.add({{"t", At(1100)}, {"type", "trial"}, {"phase", "end"}});
-  const auto before = judge_cut(e.events(), TwoRanksInABarrier(), At(900), {"barrier.liveness"});
-  EXPECT_EQ(Only(before.checks, "barrier.liveness").verdict, Verdict::kValid);
-  const auto after = judge_cut(e.events(), TwoRanksInABarrier(), At(1011), {"barrier.liveness"});
+  EXPECT_EQ(VerdictOf(LivenessAt(e.events(), 900)), Verdict::kValid);
+  const CutJudgement after = LivenessAt(e.events(), 1011);
   EXPECT_TRUE(after.decisive);
   EXPECT_EQ(after.invalid(), std::vector<std::string>{"barrier.liveness"});
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(
-      unsound_cuts(e.events(), TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid)
-          .empty());
-  EXPECT_GT(invalid, 0u);
+  const EveryCut every = JudgeEveryCut(e.events(), TwoRanksInABarrier(), {"barrier.liveness"});
+  EXPECT_TRUE(every.unsound.empty());
+  EXPECT_GT(every.invalid, 0u);
 }
 
 TEST(BarrierLivenessAtACut, AnOpStillOpenIsNotHeldToItsDeadline) {
@@ -295,16 +320,10 @@ TEST(BarrierLivenessAtACut, AnOpStillOpenIsNotHeldToItsDeadline) {
     if (x["type"] == "ok") x["cpu_wait_ns"] = At(505);
   }
   ev.push_back({{"t", At(3900)}, {"type", "trial"}, {"phase", "end"}});
-  std::vector<std::string> errors;
-  const History whole = build_history(ev, TwoRanksInABarrier(), &errors);
-  ASSERT_TRUE(errors.empty()) << errors.front();
-  EXPECT_EQ(Only(run_checkers(whole, {"barrier.liveness"}), "barrier.liveness").verdict,
-            Verdict::kValid);
-  const auto at = judge_cut(ev, TwoRanksInABarrier(), At(3700), {"barrier.liveness"});
-  EXPECT_EQ(Only(at.checks, "barrier.liveness").verdict, Verdict::kValid);
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(
-      unsound_cuts(ev, TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid).empty());
+  EXPECT_EQ(LivenessWhole(ev), Verdict::kValid);
+  EXPECT_EQ(VerdictOf(LivenessAt(ev, 3700)), Verdict::kValid);
+  const EveryCut every = JudgeEveryCut(ev, TwoRanksInABarrier(), {"barrier.liveness"});
+  EXPECT_TRUE(every.unsound.empty());
 }
 
 TEST(BarrierLivenessAtACut, AFailedRoundIsNotCalledUnexplained) {
@@ -317,18 +336,12 @@ TEST(BarrierLivenessAtACut, AFailedRoundIsNotCalledUnexplained) {
   e.op(0, 1, -1, 11, "barrier", 20, 0, {}, {{"round", 0}}, "open");
   e.exit(0, 1, -1, 11, 1100, {{"signal", SIGKILL}});
   e.add({{"t", At(1200)}, {"type", "trial"}, {"phase", "end"}});
-  std::vector<std::string> errors;
-  const History whole = build_history(e.events(), TwoRanksInABarrier(), &errors);
-  ASSERT_TRUE(errors.empty()) << errors.front();
-  EXPECT_EQ(Only(run_checkers(whole, {"barrier.liveness"}), "barrier.liveness").verdict,
-            Verdict::kValid);
-  const auto at = judge_cut(e.events(), TwoRanksInABarrier(), At(1050), {"barrier.liveness"});
+  EXPECT_EQ(LivenessWhole(e.events()), Verdict::kValid);
+  const CutJudgement at = LivenessAt(e.events(), 1050);
   EXPECT_TRUE(at.errors.empty()) << at.errors.front();
-  EXPECT_EQ(Only(at.checks, "barrier.liveness").verdict, Verdict::kValid);
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(
-      unsound_cuts(e.events(), TwoRanksInABarrier(), {"barrier.liveness"}, 0, &cuts, &invalid)
-          .empty());
+  EXPECT_EQ(VerdictOf(at), Verdict::kValid);
+  const EveryCut every = JudgeEveryCut(e.events(), TwoRanksInABarrier(), {"barrier.liveness"});
+  EXPECT_TRUE(every.unsound.empty());
 }
 
 TEST(BarrierLivenessAtACut, ADetachTimingOutWithNoFaultKeepingALockIsInvalidOnceItEnded) {
@@ -338,11 +351,12 @@ TEST(BarrierLivenessAtACut, ADetachTimingOutWithNoFaultKeepingALockIsInvalidOnce
   e.op(0, 0, -1, 10, "barrier_detach", 1, 3000, {}, Json::object(), "fail", "timeout");
   e.op(0, 1, -1, 11, "barrier_detach", 2, 3001, {}, Json::object(), "fail", "timeout");
   e.add({{"t", At(13000)}, {"type", "trial"}, {"phase", "end"}});
-  const auto before = judge_cut(e.events(), TwoRanksInABarrier(), At(2000), {"barrier.liveness"});
-  EXPECT_EQ(Only(before.checks, "barrier.liveness").verdict, Verdict::kValid);
-  const auto after = judge_cut(e.events(), TwoRanksInABarrier(), At(3002), {"barrier.liveness"});
+  EXPECT_EQ(VerdictOf(LivenessAt(e.events(), 2000)), Verdict::kValid);
+  const CutJudgement after = LivenessAt(e.events(), 3002);
   EXPECT_TRUE(after.decisive);
   EXPECT_EQ(after.invalid(), std::vector<std::string>{"barrier.liveness"});
+  EXPECT_TRUE(
+      JudgeEveryCut(e.events(), TwoRanksInABarrier(), {"barrier.liveness"}).unsound.empty());
 }
 
 TEST(PrefixUniqueAtACut, ADeadJobsStaleHoldIsNotJudged) {
@@ -368,8 +382,8 @@ TEST(PrefixUniqueAtACut, ADeadJobsStaleHoldIsNotJudged) {
   const auto at = judge_cut(e.events(), m, At(10), {"prefix.unique"});
   EXPECT_TRUE(at.errors.empty()) << at.errors.front();
   EXPECT_EQ(Only(at.checks, "prefix.unique").verdict, Verdict::kValid);
-  std::size_t cuts = 0, invalid = 0;
-  EXPECT_TRUE(unsound_cuts(e.events(), m, {"prefix.unique"}, 0, &cuts, &invalid).empty());
+  const EveryCut every = JudgeEveryCut(e.events(), m, {"prefix.unique"});
+  EXPECT_TRUE(every.unsound.empty());
 }
 
 }  // namespace

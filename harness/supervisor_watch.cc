@@ -430,6 +430,12 @@ void Supervisor::main_loop() {
   const std::int64_t deadline = start_ + plan_.timeout_ns;
   const std::int64_t gate_deadline = start_ + plan_.gate_timeout_ns;
   if (gate_path_.empty()) open_gate("no-gate");
+  // The gate is open and every setting logged (their lines carry a worker's
+  // start time, not the time they are written): a cut may be judged.
+  auto settled = [&] {
+    return gate_open_ && std::none_of(timed.begin() + static_cast<std::ptrdiff_t>(next),
+                                      timed.end(), [](const Action* a) { return a->at_ns == 0; });
+  };
   while (true) {
     reap();
     poll_tracked();
@@ -439,8 +445,7 @@ void Supervisor::main_loop() {
     if (!any_worker_alive()) {
       if (!gate_open_) {
         open_gate("no-workers");
-      } else if (std::none_of(timed.begin() + static_cast<std::ptrdiff_t>(next), timed.end(),
-                              [](const Action* a) { return a->at_ns == 0; })) {
+      } else if (settled()) {
         // Every worker's last line is in: one last look, whatever the pace,
         // so a trial whose violation shows as its workers end is not kept
         // for a cleanup step that the same flaw may hang.
@@ -477,10 +482,8 @@ void Supervisor::main_loop() {
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}, {"hung", why}});
       return;
     }
-    const bool settled =
-        gate_open_ && std::none_of(timed.begin() + static_cast<std::ptrdiff_t>(next), timed.end(),
-                                   [](const Action* a) { return a->at_ns == 0; });
-    if (cuts(now, settled)) return;  // ends as at its end: nothing open is judged a hang
+    const bool settled_now = settled();
+    if (cuts(now, settled_now)) return;  // ends as at its end: nothing open is judged a hang
     if (now >= deadline) {
       timed_out_ = true;
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}});
@@ -491,7 +494,8 @@ void Supervisor::main_loop() {
     if (gate_open_ && next < timed.size()) wake = std::min(wake, gate_t_ + timed[next]->at_ns);
     for (const auto& t : timers_) wake = std::min(wake, t.at);
     if (nothing_left && watches_hangs()) wake = std::min(wake, std::max(next_hang_look_, now + 1'000'000));
-    if (settled && watches_cuts()) wake = std::min(wake, std::max(next_cut_look_, now + 1'000'000));
+    if (settled_now && watches_cuts())
+      wake = std::min(wake, std::max(next_cut_look_, now + 1'000'000));
     for (const auto& t : triggers) {
       if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
     }

@@ -100,9 +100,7 @@ void release_round(BarrierLayout* b, std::uint64_t full) {
   if (std::atomic_ref<std::uint64_t>(b->round).compare_exchange_strong(full, next_round(round_gen(full)),
                                                                        std::memory_order_seq_cst) &&
       std::atomic_ref<std::uint32_t>(b->waiters).load(std::memory_order_seq_cst) != 0) {
-    std::atomic_ref<std::uint32_t>(b->seq).fetch_add(1, std::memory_order_seq_cst);
-    sys::futex_wake_all(&b->seq);
-    failpoint::crash_window("crash/barrier/woken");
+    wake(b);
   }
 }
 
