@@ -10,8 +10,8 @@ namespace {
 // The supervisor's own event types (docs/worker-protocol.md): its lines are
 // bounded by its clock, not by the writer rule, since it judges between them.
 bool supervisor_type(const std::string& type) {
-  static const std::set<std::string> types = {"trial", "fault",    "exit",         "audit",
-                                              "gate",  "teardown", "harness-error"};
+  static const std::set<std::string> types = {"trial", "fault",    "exit",          "audit",
+                                              "gate",  "teardown", "harness-error", "cpu"};
   return types.contains(type);
 }
 
@@ -49,7 +49,7 @@ void CutPoint::add(Json event) {
     } else {
       const int p = pid->get<int>();
       const std::int64_t at = t->get<std::int64_t>();
-      if (kind == "ok" || kind == "fail") ++completions_;
+      if (kind == "ok" || kind == "fail") news_.insert(at);
       auto [it, fresh] = last_.try_emplace(p, at);
       if (!fresh) {
         if (at < it->second) broken_ = true;
@@ -57,11 +57,20 @@ void CutPoint::add(Json event) {
       }
     }
   }
+  // The supervisor's look at a spinning op is evidence a verdict may turn on, as a completion is.
+  if (kind == "cpu") news_.insert(t->get<std::int64_t>());
   events_.push_back(std::move(event));
 }
 
+std::optional<std::int64_t> CutPoint::last_line(int pid) const {
+  auto it = last_.find(pid);
+  if (it == last_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::optional<std::int64_t> CutPoint::cut(std::int64_t now, const std::vector<int>& live,
-                                          const std::set<int>& known) const {
+                                          const std::set<int>& known,
+                                          const std::map<int, std::int64_t>& quiet) const {
   if (broken_) return std::nullopt;
   for (const auto& [pid, t] : last_) {
     if (!known.contains(pid)) return std::nullopt;  // a writer we do not know of may write anything
@@ -71,7 +80,8 @@ std::optional<std::int64_t> CutPoint::cut(std::int64_t now, const std::vector<in
     auto it = last_.find(pid);
     if (it == last_.end())
       return std::nullopt;  // its first line may come with any time from its start
-    w = std::min(w, it->second);
+    auto q = quiet.find(pid);
+    w = std::min(w, q == quiet.end() ? it->second : std::max(it->second, q->second));
   }
   return w;
 }

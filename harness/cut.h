@@ -38,25 +38,34 @@ class CutPoint {
   // The latest instant the record is complete up to: `now` (the supervisor's
   // clock as it began this look: every line it writes from here on is later)
   // or, if earlier, the last line of any process in `live` (pids as logged;
-  // the processes that may still write). nullopt when a live process has not
-  // written yet, or a line came from a pid outside `known`.
+  // the processes that may still write), or for a process in `quiet` the
+  // later of that and its quiet instant (every line it stamped up to then is
+  // known written: Supervisor::quiet_until). nullopt when a live process has
+  // not written yet, or a line came from a pid outside `known`.
   std::optional<std::int64_t> cut(std::int64_t now, const std::vector<int>& live,
-                                  const std::set<int>& known) const;
+                                  const std::set<int>& known,
+                                  const std::map<int, std::int64_t>& quiet = {}) const;
 
   const std::vector<Json>& events() const { return events_; }
   bool broken() const { return broken_; }
-  // How many op completions (ok / fail lines) were read: a record gains a
-  // violation only with one, or with a sign of life that a completion soon
-  // follows, so a look waits for a new one (judging later only delays a
-  // verdict a cut reaches: invalid at one cut is invalid at every later one).
-  std::size_t completions() const { return completions_; }
+  // The t of writer `pid`'s last line read (nullopt: none yet).
+  std::optional<std::int64_t> last_line(int pid) const;
+  // Whether a line a verdict may turn on - an op's completion (ok / fail), or
+  // the supervisor's look at an op's CPU (cpu) - is before `w` and was not
+  // before the last judged cut. Judging later only delays a verdict a cut
+  // reaches (invalid at one cut is invalid at every later one), so a look
+  // judges only then.
+  bool news_before(std::int64_t w) const { return !news_.empty() && *news_.begin() < w; }
+  // A cut at `w` was judged: what is before it is no longer news.
+  void judged(std::int64_t w) { news_.erase(news_.begin(), news_.lower_bound(w)); }
 
   static constexpr std::size_t kMaxEvents = 20'000;
 
  private:
   std::vector<Json> events_;
   std::map<int, std::int64_t> last_;  // writer pid -> t of its last line
-  std::size_t completions_ = 0;
+  std::multiset<std::int64_t>
+      news_;  // t of each line news_before() counts, from the last judged cut
   bool broken_ = false;
 };
 

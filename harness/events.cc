@@ -21,32 +21,47 @@ std::int64_t mono_ns() {
 
 namespace {
 
-// The second field of a schedstat file ("run_ns run_delay_ns timeslices").
-// A kernel without schedstats prints "0 0 0": unknown, not "never waited".
-std::int64_t read_run_delay(const char* path) {
+// A schedstat file ("run_ns run_delay_ns timeslices"). A kernel without
+// schedstats prints "0 0 0": unknown, not "never ran nor waited".
+CpuTimes read_schedstat(const char* path) {
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0) return {};
   char buf[128];
   ssize_t n;
   do {
     n = ::read(fd, buf, sizeof buf - 1);
   } while (n < 0 && errno == EINTR);
   ::close(fd);
-  if (n <= 0) return -1;
+  if (n <= 0) return {};
   buf[n] = '\0';
   unsigned long long run = 0, delay = 0, slices = 0;
-  if (std::sscanf(buf, "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0) return -1;
-  return delay > static_cast<unsigned long long>(INT64_MAX) ? -1 : static_cast<std::int64_t>(delay);
+  if (std::sscanf(buf, "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0) return {};
+  constexpr auto kMax = static_cast<unsigned long long>(INT64_MAX);
+  return {run > kMax ? -1 : static_cast<std::int64_t>(run),
+          delay > kMax ? -1 : static_cast<std::int64_t>(delay)};
+}
+
+std::int64_t read_clock(clockid_t c) {
+  struct timespec ts;
+  if (clock_gettime(c, &ts) != 0) return -1;
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace
 
-std::int64_t cpu_wait_ns() { return read_run_delay("/proc/thread-self/schedstat"); }
+CpuTimes cpu_times() {
+  CpuTimes c = read_schedstat("/proc/thread-self/schedstat");
+  c.run_ns = read_clock(CLOCK_PROCESS_CPUTIME_ID);
+  return c;
+}
 
-std::int64_t cpu_wait_ns_of(int pid) {
+CpuTimes cpu_times_of(int pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
-  return read_run_delay(path);
+  CpuTimes c = read_schedstat(path);
+  clockid_t clock;
+  c.run_ns = clock_getcpuclockid(pid, &clock) == 0 ? read_clock(clock) : -1;
+  return c;
 }
 
 EventLog::EventLog(const std::string& path) {

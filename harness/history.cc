@@ -221,25 +221,28 @@ struct Builder {
     errors.add(fmt::format("event {} (t={}): {}: {}", index, t, what, brief(ev)));
   }
 
-  // The last cpu_wait_ns each worker logged, in time order: it only grows.
-  std::map<WorkerKey, std::int64_t> last_wait;
+  // The last cpu_wait_ns / cpu_run_ns each worker logged, in time order: each only grows.
+  std::map<WorkerKey, std::int64_t> last_wait, last_run;
 
-  // An event's cpu_wait_ns (docs/worker-protocol.md), or -1 when absent. A
-  // value that is not a non-negative integer, or less than the same worker
-  // logged before, is a history error and reads as absent: a wait nobody can
-  // vouch for excuses nothing.
-  std::int64_t cpu_wait(std::size_t index, std::int64_t t, const Json& ev, const WorkerKey& who) {
-    auto it = ev.find("cpu_wait_ns");
+  // An event's cpu_wait_ns or cpu_run_ns (docs/worker-protocol.md), or -1
+  // when absent. A value that is not a non-negative integer, or less than the
+  // same worker logged before, is a history error and reads as absent: a wait
+  // nobody can vouch for excuses nothing, and a run nobody can vouch for
+  // accuses nothing.
+  std::int64_t cumulative(std::size_t index, std::int64_t t, const Json& ev, const WorkerKey& who,
+                          const char* key) {
+    auto it = ev.find(key);
     if (it == ev.end()) return -1;
-    auto v = get_i64(ev, "cpu_wait_ns");
+    auto v = get_i64(ev, key);
     if (!v || *v < 0) {
-      error(index, t, "cpu_wait_ns must be a non-negative integer", ev);
+      error(index, t, fmt::format("{} must be a non-negative integer", key), ev);
       return -1;
     }
-    auto [prev, fresh] = last_wait.try_emplace(who, *v);
+    auto& last = std::string_view(key) == "cpu_run_ns" ? last_run : last_wait;
+    auto [prev, fresh] = last.try_emplace(who, *v);
     if (!fresh) {
       if (*v < prev->second) {
-        error(index, t, "cpu_wait_ns went down: it is cumulative per process", ev);
+        error(index, t, fmt::format("{} went down: it is cumulative per process", key), ev);
         return -1;
       }
       prev->second = *v;
@@ -347,7 +350,8 @@ struct Builder {
     op.id = *id;
     op.invoke_t = t;
     op.complete_t = t;
-    op.invoke_wait_ns = cpu_wait(index, t, ev, WorkerKey{job, rank, pid});
+    op.invoke_wait_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_wait_ns");
+    op.invoke_run_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_run_ns");
     auto args = ev.find("args");
     const bool args_ok = args == ev.end() || args->is_null() || args->is_object();
     if (!args_ok) error(index, t, "invoke args must be an object", ev);
@@ -365,6 +369,42 @@ struct Builder {
     }
     open_ops.emplace(key, h.ops.size());
     h.ops.push_back(std::move(op));
+  }
+
+  // The supervisor's look at an open op's process (docs/worker-protocol.md,
+  // `cpu`). The op may have ended by the time the look is written: the look
+  // still bounds what it ran from below, so it is kept, not an error.
+  void cpu(std::size_t index, std::int64_t t, const Json& ev) {
+    int job, rank, pid;
+    if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
+    auto id = get_i64(ev, "id");
+    auto run = get_i64(ev, "run_ns");
+    auto wait = get_i64(ev, "wait_ns");
+    if (!id || !run || *run < 0 || (ev.contains("wait_ns") && (!wait || *wait < 0))) {
+      error(index, t, "cpu needs an integer id and non-negative integers run_ns and wait_ns", ev);
+      return;
+    }
+    const OpKey key{job, rank, pid, *id};
+    Op* op = nullptr;
+    if (auto it = open_ops.find(key); it != open_ops.end()) {
+      op = &h.ops[it->second];
+    } else {
+      for (auto it = h.ops.rbegin(); it != h.ops.rend() && op == nullptr; ++it) {
+        if (OpKey{it->job, it->rank, it->pid, it->id} == key) op = &*it;
+      }
+    }
+    if (op == nullptr) {
+      error(index, t, "cpu names an op that was never invoked", ev);
+      return;
+    }
+    if (*run < op->invoke_run_ns || (wait && *wait < op->invoke_wait_ns)) {
+      error(index, t, "cpu run_ns / wait_ns below the op's own at its invoke: they are cumulative",
+            ev);
+      return;
+    }
+    op->sample_t = t;
+    op->sample_run_ns = *run;
+    op->sample_wait_ns = wait.value_or(-1);
   }
 
   void complete(std::size_t index, std::int64_t t, const Json& ev, bool ok) {
@@ -389,7 +429,8 @@ struct Builder {
             ev);
     }
     op.complete_t = t;
-    op.complete_wait_ns = cpu_wait(index, t, ev, WorkerKey{job, rank, pid});
+    op.complete_wait_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_wait_ns");
+    op.complete_run_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_run_ns");
     op.truncated = op.truncated || says_truncated(ev);
     if (ok) {
       op.outcome = Outcome::kOk;
@@ -804,6 +845,7 @@ struct Builder {
     if (type == "ready") return;  // at the start gate: only the supervisor acts on it
     if (type == "gate") return gate(index, t, ev);
     if (type == "teardown") return teardown(index, t, ev);
+    if (type == "cpu") return cpu(index, t, ev);
     error(index, t, fmt::format("unknown event type \"{}\"", brief_text(type)), ev);
   }
 };

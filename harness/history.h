@@ -81,6 +81,12 @@ struct Op {
   // The worker's cumulative wait for a CPU (docs/worker-protocol.md,
   // cpu_wait_ns) as it logged the invoke and the completion; -1: not given.
   std::int64_t invoke_wait_ns = -1, complete_wait_ns = -1;
+  // Its cumulative time on a CPU (cpu_run_ns) at the same two reads; -1: not given.
+  std::int64_t invoke_run_ns = -1, complete_run_ns = -1;
+  // The supervisor's look at the op's process while the op was open (a `cpu`
+  // event, docs/worker-protocol.md): by sample_t it had run sample_run_ns on
+  // a CPU and waited sample_wait_ns for one, cumulatively. sample_t 0: none.
+  std::int64_t sample_t = 0, sample_run_ns = -1, sample_wait_ns = -1;
   // Nanoseconds of this op the scheduler kept its process off a CPU while it
   // was runnable: time an oversubscribed machine, not the subject, added to
   // its latency. 0 when not both ends say.
@@ -244,8 +250,29 @@ struct TrialMeta {
   // every other participant leaves it within this; 0: not judged.
   std::int64_t release_ns = 0;
   std::int64_t fd_bound = 64;            // prefix.progress: fds a worker may hold after acquire
+  // ops.no-spin: CPU time a waiting op may burn, past which it must have
+  // run under a tenth of its time (harness::spun). A correct op of the native worker ran at most
+  // 13 ms in a 3 s wait (docs/worker-protocol.md, cpu_run_ns); 0: not judged.
+  std::int64_t spin_budget_ns = 100'000'000;
   bool cleanup_step = false;             // the workload ends with a cleanup step
 };
+
+// ops.no-spin's rule (checkers/ops_no_spin.cc), shared with the supervisor,
+// which logs its look at a running op's CPU only when the rule holds there.
+// An op open `open_ns`, whose process ran `ran_ns` on a CPU, waited
+// `waited_ns` for one and was stopped `stopped_ns` meanwhile, spun if what it
+// surely ran (kSpinReadSlackNs less: a completion's counter is read a little
+// before its line is written, and a look may come just after that) is past `budget_ns` and more
+// than a tenth of the time it could run (open, less its waits for a CPU and its stops). A waiter
+// that sleeps between looks runs well under 1% of it: shmcoord's pollers ran at most 13 ms in a 3 s
+// wait; one whose sleeps are a millisecond lock wait between liveness checks, 30%.
+inline constexpr std::int64_t kSpinReadSlackNs = 2'000'000;
+inline bool spun(std::int64_t open_ns, std::int64_t ran_ns, std::int64_t waited_ns,
+                 std::int64_t stopped_ns, std::int64_t budget_ns) {
+  const std::int64_t surely = ran_ns - kSpinReadSlackNs;
+  if (budget_ns <= 0 || surely <= budget_ns) return false;
+  return surely * 10 > open_ns - waited_ns - stopped_ns;
+}
 
 struct History {
   TrialMeta meta;

@@ -752,7 +752,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.shm_size = runs_run_subject(*p.s, opt) ? opt.subject_shm_size : p.s->subject_shm_size;
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.zygote_fd = zygote ? zygote->fd() : -1;
-        if (plan.subject == "native") cfg.hang_after_ns = hang_bounds(*p.s);
+        if (plan.subject == "native") {
+          cfg.hang_after_ns = hang_bounds(*p.s);
+          cfg.spin_budget_ns = meta_for(*p.s, plan.seed).spin_budget_ns;
+        }
         // The first violation is all a --stop-on-violation run wants: a trial
         // may end at it (harness/cut.h). Not with a baseline (a known
         // violation must not end a trial before a new one shows) nor for a

@@ -21,6 +21,7 @@ set(SHMSTRESS_HARNESS_CORE_SOURCES
   checkers/worker_clean_exit.cc
   checkers/job_teardown.cc
   checkers/ops_explained.cc
+  checkers/ops_no_spin.cc
   checkers/harness_no_orphans.cc
   checkers/worker_exits.cc
   checkers/excuses.cc
@@ -52,6 +53,7 @@ set(SHMSTRESS_HARNESS_RUNTIME_SOURCES
   supervisor_teardown.cc
   supervisor_hang.cc
   supervisor_cut.cc
+  supervisor_spin.cc
   lock_holder.cc
   run.cc
   trial_dirs.cc

@@ -61,6 +61,11 @@ struct SupervisorConfig {
   // trial is judged whole.
   std::optional<TrialMeta> cut_meta;
   std::vector<std::string> cut_invariants;
+  // ops.no-spin's budget (TrialMeta::spin_budget_ns) for a subject whose
+  // workers report cpu_run_ns: the supervisor looks at the CPU of a worker
+  // whose op stays open, and logs the look (a `cpu` event) when that op
+  // spun (supervisor_spin.cc). 0: no looks.
+  std::int64_t spin_budget_ns = 0;
 };
 
 // Forks the supervisor; returns its pid (-1 on fork failure). The child never returns.

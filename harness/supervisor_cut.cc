@@ -42,6 +42,7 @@ bool Supervisor::watches_cuts() const {
 bool Supervisor::cuts(std::int64_t now, bool settled) {
   if (!settled || now < next_cut_look_ || !watches_cuts()) return false;
   next_cut_look_ = now + kCutLookNs;
+  look_at_silent(now);  // before the read: what it shows holds for the lines read after
   cut_tail_.read(trial_dir_ + "/history.jsonl",
                  [&](std::string_view line) { cut_point_.add(Json::parse(line, nullptr, false)); });
   std::vector<int> live;
@@ -50,10 +51,10 @@ bool Supervisor::cuts(std::int64_t now, bool settled) {
     known.insert(w.self_pid);
     if (w.alive && w.plan != nullptr) live.push_back(w.self_pid);
   }
-  const std::optional<std::int64_t> at = cut_point_.cut(now, live, known);
-  if (!at || *at <= last_cut_ || cut_point_.completions() == judged_completions_) return false;
+  const std::optional<std::int64_t> at = cut_point_.cut(now, live, known, quiet_until());
+  if (!at || *at <= last_cut_ || !cut_point_.news_before(*at)) return false;
   last_cut_ = *at;
-  judged_completions_ = cut_point_.completions();
+  cut_point_.judged(*at);
   const CutJudgement j = judge_cut(cut_point_.events(), *cfg_.cut_meta, *at, cfg_.cut_invariants);
   const std::int64_t judged = mono_ns();
   next_cut_look_ = std::max(next_cut_look_, judged + kCutBudget * (judged - now));

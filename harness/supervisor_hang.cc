@@ -37,7 +37,8 @@ void OpenOps::update(const std::string& history) {
     const std::string type = str_of(e, "type");
     const int pid = static_cast<int>(int_of(e, "pid", -1));
     if (type == "invoke") {
-      open_[pid][id] = Open{str_of(e, "op"), int_of(e, "t", 0), int_of(e, "cpu_wait_ns", -1)};
+      open_[pid][id] = Open{str_of(e, "op"), int_of(e, "t", 0), int_of(e, "cpu_wait_ns", -1),
+                            int_of(e, "cpu_run_ns", -1)};
     } else if (type == "ok" || type == "fail" || type == "info") {
       // A result split over continuation lines completes the op at its first.
       if (auto it = open_.find(pid); it != open_.end()) it->second.erase(id);

@@ -296,6 +296,7 @@ class OpenOps {
     std::string op;
     std::int64_t invoke_t = 0;
     std::int64_t cpu_wait_ns = -1;  // the process's at the invoke (-1: not reported)
+    std::int64_t cpu_run_ns = -1;   // the same for its time on a CPU
   };
   // Reads what was appended since the last call (opens the file the first time).
   void update(const std::string& history);
@@ -423,6 +424,16 @@ class Supervisor {
   bool cuts(std::int64_t now, bool settled);
   bool watches_cuts() const;
 
+  // supervisor_spin.cc: what a running worker's CPU shows. spins() logs a
+  // look at the CPU of an op that spun (ops.no-spin's evidence, which a
+  // process that writes nothing more cannot give). look_at_silent() and
+  // quiet_until() tell how far a live worker that has written nothing for a
+  // while is known to have written every line it stamped, for cuts().
+  void spins(std::int64_t now);
+  bool watches_spins() const;
+  void look_at_silent(std::int64_t now);
+  std::map<int, std::int64_t> quiet_until();
+
   // supervisor_faults.cc: delivering faults (signals and their observed
   // effect, pauses, reused pids, ghosts, seeded state, held locks).
   static Delivery send(pid_t pid, int sig, bool tree);
@@ -517,7 +528,12 @@ class Supervisor {
   CutPoint cut_point_;
   std::int64_t next_cut_look_ = 0;
   std::int64_t last_cut_ = 0;           // the latest cut judged (valid) so far
-  std::size_t judged_completions_ = 0;  // CutPoint::completions() at that look
+  std::int64_t next_spin_look_ = 0;
+  std::set<std::pair<int, std::int64_t>>
+      spin_logged_;  // (self pid, op id) of each `cpu` event written
+  // Per live worker (our pid): looks at its CPU while it wrote nothing, each
+  // (the time before the read, its run_ns), oldest first.
+  std::map<pid_t, std::deque<std::pair<std::int64_t, std::int64_t>>> silent_looks_;
   bool cut_ = false;                    // the trial ended at a cut: its workers are torn down
   bool ever_stopped_ = false;  // a worker of the trial was stopped (by us or at its own point)
   bool healing_ = false;

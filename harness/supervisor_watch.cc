@@ -482,6 +482,7 @@ void Supervisor::main_loop() {
       log_.emit({{"type", "trial"}, {"phase", "timeout"}, {"timed_out", true}, {"hung", why}});
       return;
     }
+    spins(now);
     const bool settled_now = settled();
     if (cuts(now, settled_now)) return;  // ends as at its end: nothing open is judged a hang
     if (now >= deadline) {
@@ -496,6 +497,7 @@ void Supervisor::main_loop() {
     if (nothing_left && watches_hangs()) wake = std::min(wake, std::max(next_hang_look_, now + 1'000'000));
     if (settled_now && watches_cuts())
       wake = std::min(wake, std::max(next_cut_look_, now + 1'000'000));
+    if (watches_spins()) wake = std::min(wake, std::max(next_spin_look_, now + 1'000'000));
     for (const auto& t : triggers) {
       if (!t.done && t.fire_at >= 0) wake = std::min(wake, t.fire_at);
     }

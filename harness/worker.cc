@@ -71,16 +71,20 @@ struct Ctx {
   // invoke and before t at a completion, so the difference over an op never
   // counts a wait from outside it: an op's latency is never excused by more
   // than the scheduler really took from it.
+  // Its time on a CPU (cpu_run_ns) comes from the same read: over an op the
+  // difference is what the op itself ran, plus the few microseconds of
+  // logging between the reads.
   void emit_op_event(Json e, bool opening) const {
-    std::int64_t wait = -1;
+    CpuTimes cpu;
     if (opening) {
       e["t"] = mono_ns();
-      wait = cpu_wait_ns();
+      cpu = cpu_times();
     } else {
-      wait = cpu_wait_ns();
+      cpu = cpu_times();
       e["t"] = mono_ns();
     }
-    if (wait >= 0) e["cpu_wait_ns"] = wait;
+    if (cpu.wait_ns >= 0) e["cpu_wait_ns"] = cpu.wait_ns;
+    if (cpu.run_ns >= 0) e["cpu_run_ns"] = cpu.run_ns;
     log.emit(std::move(e));
   }
 };
