@@ -59,9 +59,13 @@ CpuTimes cpu_times_of(int pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
   CpuTimes c = read_schedstat(path);
-  clockid_t clock;
-  c.run_ns = clock_getcpuclockid(pid, &clock) == 0 ? read_clock(clock) : -1;
+  c.run_ns = cpu_run_ns_of(pid);
   return c;
+}
+
+std::int64_t cpu_run_ns_of(int pid) {
+  clockid_t clock;
+  return clock_getcpuclockid(pid, &clock) == 0 ? read_clock(clock) : -1;
 }
 
 EventLog::EventLog(const std::string& path) {

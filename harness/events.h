@@ -44,6 +44,8 @@ inline std::int64_t cpu_wait_ns() { return cpu_times().wait_ns; }
 // between waitid(WNOWAIT) and the reap. -1 if unavailable.
 CpuTimes cpu_times_of(int pid);
 inline std::int64_t cpu_wait_ns_of(int pid) { return cpu_times_of(pid).wait_ns; }
+// Only its run_ns: two system calls, no /proc file.
+std::int64_t cpu_run_ns_of(int pid);
 
 class EventLog {
  public:

@@ -23,10 +23,12 @@ namespace harness::supervision {
 
 namespace {
 constexpr std::int64_t kSpinLookNs = 100'000'000;
-// The native worker's logging between a line's stamp and its write(2): one
-// event's JSON and page padding, tens of microseconds; bound widely. (The
-// process CPU clock read here is exact at the read: no tick to allow for.)
-constexpr std::int64_t kEmitCpuNs = 5'000'000;
+// The native worker's logging between a line's stamp and its last write(2):
+// its JSON, split into lines of PIPE_BUF bytes, and the writes
+// (bench/emit_bench: 3 us for a line of a few names, 0.2 ms for a cleanup
+// report of 150 names, 5 ms for 2,000; the catalog's longest line is 1.1 KB).
+// The process CPU clock read here is exact at the read: no tick to allow for.
+constexpr std::int64_t kEmitCpuNs = 20'000'000;
 // A worker is looked at once it has written nothing for this long.
 constexpr std::int64_t kSilentNs = 50'000'000;
 // Looks kept per silent worker: a sleeping worker runs nothing, so its looks
@@ -59,8 +61,10 @@ void Supervisor::spins(std::int64_t now) {
     auto it = open_ops_.open().find(w.self_pid);
     if (it == open_ops_.open().end()) continue;
     for (const auto& [id, o] : it->second) {
-      // An op cannot have run its budget in less time than that.
-      if (o.cpu_run_ns < 0 || now - o.invoke_t <= cfg_.spin_budget_ns ||
+      // An op cannot have run its budget in less time than that. One
+      // invoked before this worker started is a dead one's that had its pid
+      // (a reused pid): its end will never come, nor is it this process's.
+      if (o.cpu_run_ns < 0 || now - o.invoke_t <= cfg_.spin_budget_ns || o.invoke_t < w.spawned_t ||
           spin_logged_.contains({w.self_pid, id}))
         continue;
       const CpuTimes cpu = cpu_times_of(pid);
@@ -97,9 +101,11 @@ void Supervisor::look_at_silent(std::int64_t now) {
     const std::optional<std::int64_t> last = cut_point_.last_line(w.self_pid);
     if (!last || now - *last < kSilentNs) continue;
     const std::int64_t before = mono_ns();
-    const std::int64_t run = cpu_times_of(pid).run_ns;
+    const std::int64_t run = cpu_run_ns_of(pid);
     if (run < 0) continue;
     auto& looks = silent_looks_[pid];
+    // Looks at a dead process that had this pid say nothing about this one.
+    if (!looks.empty() && looks.front().first < w.spawned_t) looks.clear();
     if (looks.size() >= kMaxLooks) looks.pop_front();
     looks.emplace_back(before, run);
   }

@@ -1,8 +1,8 @@
 #include "worker.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -11,11 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -148,7 +149,22 @@ void on_stop_signal(int sig, siginfo_t* info, void*) {
     at = put_str(at, end, ",\"t\":");
     at = put_int(at, end, mono_ns());
     at = put_str(at, end, "}\n");
-    if (at < end) (void)!::write(g_ctx->log.fd(), buf, static_cast<std::size_t>(at - buf));
+    if (at < end) {
+      // Padded as EventLog::emit pads: a line that crosses a page of the file
+      // is torn by a SIGKILL that comes during the write (the teardown's, a
+      // launcher's), and a torn line makes the trial unknown. 4096: every
+      // larger page's boundary is one of these too (sysconf is not
+      // async-signal-safe).
+      const std::size_t len = static_cast<std::size_t>(at - buf);
+      static constexpr auto kSpaces = [] {
+        std::array<char, sizeof buf> a{};
+        a.fill(' ');
+        return a;
+      }();
+      const std::size_t pad = page_padding(::lseek(g_ctx->log.fd(), 0, SEEK_END), len, 4096);
+      if (pad > 0 && pad <= kSpaces.size()) (void)!::write(g_ctx->log.fd(), kSpaces.data(), pad);
+      (void)!::write(g_ctx->log.fd(), buf, len);
+    }
   }
   errno = saved;
   ::raise(sig);
