@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -21,24 +23,24 @@ std::int64_t mono_ns() {
 
 namespace {
 
-// A schedstat file ("run_ns run_delay_ns timeslices"). A kernel without
-// schedstats prints "0 0 0": unknown, not "never ran nor waited".
-CpuTimes read_schedstat(const char* path) {
+// The second field of a schedstat file ("run_ns run_delay_ns timeslices").
+// A kernel without schedstats prints "0 0 0": unknown, not "never waited".
+// (The first field, time on a CPU, lags by up to a tick for a running
+// thread: cpu_times() reads that from the CPU-time clock instead.)
+std::int64_t read_run_delay(const char* path) {
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
+  if (fd < 0) return -1;
   char buf[128];
   ssize_t n;
   do {
     n = ::read(fd, buf, sizeof buf - 1);
   } while (n < 0 && errno == EINTR);
   ::close(fd);
-  if (n <= 0) return {};
+  if (n <= 0) return -1;
   buf[n] = '\0';
   unsigned long long run = 0, delay = 0, slices = 0;
-  if (std::sscanf(buf, "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0) return {};
-  constexpr auto kMax = static_cast<unsigned long long>(INT64_MAX);
-  return {run > kMax ? -1 : static_cast<std::int64_t>(run),
-          delay > kMax ? -1 : static_cast<std::int64_t>(delay)};
+  if (std::sscanf(buf, "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0) return -1;
+  return delay > static_cast<unsigned long long>(INT64_MAX) ? -1 : static_cast<std::int64_t>(delay);
 }
 
 std::int64_t read_clock(clockid_t c) {
@@ -49,24 +51,22 @@ std::int64_t read_clock(clockid_t c) {
 
 }  // namespace
 
-CpuTimes cpu_times() {
-  CpuTimes c = read_schedstat("/proc/thread-self/schedstat");
-  c.run_ns = read_clock(CLOCK_PROCESS_CPUTIME_ID);
-  return c;
-}
+std::int64_t cpu_wait_ns() { return read_run_delay("/proc/thread-self/schedstat"); }
 
-CpuTimes cpu_times_of(int pid) {
+std::int64_t cpu_wait_ns_of(int pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
-  CpuTimes c = read_schedstat(path);
-  c.run_ns = cpu_run_ns_of(pid);
-  return c;
+  return read_run_delay(path);
 }
 
 std::int64_t cpu_run_ns_of(int pid) {
   clockid_t clock;
   return clock_getcpuclockid(pid, &clock) == 0 ? read_clock(clock) : -1;
 }
+
+CpuTimes cpu_times() { return {read_clock(CLOCK_PROCESS_CPUTIME_ID), cpu_wait_ns()}; }
+
+CpuTimes cpu_times_of(int pid) { return {cpu_run_ns_of(pid), cpu_wait_ns_of(pid)}; }
 
 EventLog::EventLog(const std::string& path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -220,6 +220,22 @@ std::size_t page_padding(std::int64_t end, std::size_t line, std::size_t page) {
 // leading whitespace: every line still parses alone). Another writer appending
 // between the lseek and the write can still shift the line over a boundary:
 // rarer by far, and then the reader's torn-event recovery applies as before.
+void write_padded_line(int fd, const char* data, std::size_t size, std::size_t page) {
+  static constexpr auto kSpaces = [] {
+    std::array<char, 4096> a{};
+    a.fill(' ');
+    return a;
+  }();
+  // Where the file ends (-1 for a pipe or a terminal: nothing to pad). The
+  // offset it moves is irrelevant: O_APPEND writes go to the end anyway.
+  for (std::size_t pad = page_padding(::lseek(fd, 0, SEEK_END), size, page); pad > 0;) {
+    const std::size_t n = std::min(pad, kSpaces.size());
+    write_all_once(fd, kSpaces.data(), n);
+    pad -= n;
+  }
+  write_all_once(fd, data, size);
+}
+
 void EventLog::emit(nlohmann::json event) const {
   if (fd_ < 0) return;
   if (!event.contains("t")) event["t"] = mono_ns();
@@ -227,15 +243,8 @@ void EventLog::emit(nlohmann::json event) const {
     const long p = ::sysconf(_SC_PAGESIZE);
     return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
   }();
-  for (const std::string& line : split_event(event, PIPE_BUF)) {
-    // Where the file ends (-1 for a pipe or a terminal: nothing to pad). The
-    // offset it moves is irrelevant: O_APPEND writes go to the end anyway.
-    if (std::size_t pad = page_padding(::lseek(fd_, 0, SEEK_END), line.size(), page); pad > 0) {
-      const std::string spaces(pad, ' ');
-      write_all_once(fd_, spaces.data(), spaces.size());
-    }
-    write_all_once(fd_, line.data(), line.size());
-  }
+  for (const std::string& line : split_event(event, PIPE_BUF))
+    write_padded_line(fd_, line.data(), line.size(), page);
 }
 
 }  // namespace harness

@@ -25,27 +25,29 @@ std::int64_t mono_ns();
 // oversubscribed machine, not the code, added to a latency. -1 where the
 // kernel does not account it or the file cannot be opened (e.g. at the
 // RLIMIT_NOFILE limit). Opens, reads and closes one small /proc file.
-//
-// run_ns is the other side: nanoseconds the process has spent on a CPU
-// since it started (user and system, every thread: the native worker has
-// one), cumulative too, from its CPU-time clock, which the kernel brings up
-// to date for a running process at each read (schedstat's own run field
-// lags by up to a tick). A waiter that sleeps adds little to it however long
-// it waits; one that spins adds all the CPU the scheduler gives it
-// (docs/worker-protocol.md, cpu_run_ns).
+std::int64_t cpu_wait_ns();
+// The same for the main thread of process `pid` (as this process's /proc
+// names it), also while it is a zombie: a parent reads a child's final value
+// between waitid(WNOWAIT) and the reap. -1 if unavailable.
+std::int64_t cpu_wait_ns_of(int pid);
+
+// Nanoseconds process `pid` has spent on a CPU since it started (user and
+// system, every thread: the native worker has one), cumulative too, from its
+// CPU-time clock, which the kernel brings up to date for a running process
+// at each read (schedstat's own run field lags by up to a tick). A waiter
+// that sleeps adds little to it however long it waits; one that spins adds
+// all the CPU the scheduler gives it (docs/worker-protocol.md, cpu_run_ns).
+// Two system calls, no /proc file. -1 if unavailable.
+std::int64_t cpu_run_ns_of(int pid);
+
+// Both, for the calling process (its run_ns from CLOCK_PROCESS_CPUTIME_ID) or
+// for process `pid`.
 struct CpuTimes {
   std::int64_t run_ns = -1;
   std::int64_t wait_ns = -1;
 };
 CpuTimes cpu_times();
-inline std::int64_t cpu_wait_ns() { return cpu_times().wait_ns; }
-// The same for the main thread of process `pid` (as this process's /proc
-// names it), also while it is a zombie: a parent reads a child's final value
-// between waitid(WNOWAIT) and the reap. -1 if unavailable.
 CpuTimes cpu_times_of(int pid);
-inline std::int64_t cpu_wait_ns_of(int pid) { return cpu_times_of(pid).wait_ns; }
-// Only its run_ns: two system calls, no /proc file.
-std::int64_t cpu_run_ns_of(int pid);
 
 class EventLog {
  public:
@@ -64,6 +66,12 @@ class EventLog {
  private:
   int fd_ = -1;
 };
+
+// Writes one line (its '\n' included) to the O_APPEND fd `fd`, after
+// page_padding()'s spaces: a line that fits a page is then torn by no kill.
+// Async-signal-safe (lseek and write only): the worker's signal handler
+// writes its line through it too.
+void write_padded_line(int fd, const char* data, std::size_t size, std::size_t page);
 
 // How many spaces to write first so that a `line`-byte line
 // appended at offset `end` does not cross a `page` boundary of the file (0:

@@ -230,7 +230,7 @@ struct Builder {
   // nobody can vouch for excuses nothing, and a run nobody can vouch for
   // accuses nothing.
   std::int64_t cumulative(std::size_t index, std::int64_t t, const Json& ev, const WorkerKey& who,
-                          const char* key) {
+                          const char* key, std::map<WorkerKey, std::int64_t>& last) {
     auto it = ev.find(key);
     if (it == ev.end()) return -1;
     auto v = get_i64(ev, key);
@@ -238,7 +238,6 @@ struct Builder {
       error(index, t, fmt::format("{} must be a non-negative integer", key), ev);
       return -1;
     }
-    auto& last = std::string_view(key) == "cpu_run_ns" ? last_run : last_wait;
     auto [prev, fresh] = last.try_emplace(who, *v);
     if (!fresh) {
       if (*v < prev->second) {
@@ -350,8 +349,9 @@ struct Builder {
     op.id = *id;
     op.invoke_t = t;
     op.complete_t = t;
-    op.invoke_wait_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_wait_ns");
-    op.invoke_run_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_run_ns");
+    op.invoke_wait_ns =
+        cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_wait_ns", last_wait);
+    op.invoke_run_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_run_ns", last_run);
     auto args = ev.find("args");
     const bool args_ok = args == ev.end() || args->is_null() || args->is_object();
     if (!args_ok) error(index, t, "invoke args must be an object", ev);
@@ -429,8 +429,10 @@ struct Builder {
             ev);
     }
     op.complete_t = t;
-    op.complete_wait_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_wait_ns");
-    op.complete_run_ns = cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_run_ns");
+    op.complete_wait_ns =
+        cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_wait_ns", last_wait);
+    op.complete_run_ns =
+        cumulative(index, t, ev, WorkerKey{job, rank, pid}, "cpu_run_ns", last_run);
     op.truncated = op.truncated || says_truncated(ev);
     if (ok) {
       op.outcome = Outcome::kOk;

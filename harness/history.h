@@ -267,11 +267,15 @@ struct TrialMeta {
 // that sleeps between looks runs well under 1% of it: shmcoord's pollers ran at most 13 ms in a 3 s
 // wait; one whose sleeps are a millisecond lock wait between liveness checks, 30%.
 inline constexpr std::int64_t kSpinReadSlackNs = 2'000'000;
+// The first half alone: what it surely ran is past the budget (so that a
+// caller need not weigh the rest for the many ops that ran less).
+inline bool past_spin_budget(std::int64_t ran_ns, std::int64_t budget_ns) {
+  return budget_ns > 0 && ran_ns - kSpinReadSlackNs > budget_ns;
+}
 inline bool spun(std::int64_t open_ns, std::int64_t ran_ns, std::int64_t waited_ns,
                  std::int64_t stopped_ns, std::int64_t budget_ns) {
-  const std::int64_t surely = ran_ns - kSpinReadSlackNs;
-  if (budget_ns <= 0 || surely <= budget_ns) return false;
-  return surely * 10 > open_ns - waited_ns - stopped_ns;
+  return past_spin_budget(ran_ns, budget_ns) &&
+         (ran_ns - kSpinReadSlackNs) * 10 > open_ns - waited_ns - stopped_ns;
 }
 
 struct History {

@@ -72,9 +72,8 @@ std::optional<std::string> plan_sometimes(const Scenario& s, bool add, TrialPlan
 // supervisor's early end (supervisor_hang.cc): where barrier.liveness and
 // prefix.progress call it one - its deadline + grace, without CPU wait - plus
 // a second of margin. Ops without a deadline are never ended early.
-std::map<std::string, std::int64_t> hang_bounds(const Scenario& s) {
+std::map<std::string, std::int64_t> hang_bounds(const TrialMeta& m) {
   constexpr std::int64_t kMarginNs = 1'000'000'000;
-  const TrialMeta m = meta_for(s, 0);
   std::map<std::string, std::int64_t> out;
   if (m.barrier_deadline_ns > 0) {
     for (const char* op : {"barrier_attach", "barrier", "barrier_detach"})
@@ -752,18 +751,19 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.shm_size = runs_run_subject(*p.s, opt) ? opt.subject_shm_size : p.s->subject_shm_size;
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.zygote_fd = zygote ? zygote->fd() : -1;
+        // What the supervisor judges while the trial runs: the native subject's only.
         if (plan.subject == "native") {
-          cfg.hang_after_ns = hang_bounds(*p.s);
-          cfg.spin_budget_ns = meta_for(*p.s, plan.seed).spin_budget_ns;
-        }
-        // The first violation is all a --stop-on-violation run wants: a trial
-        // may end at it (harness/cut.h). Not with a baseline (a known
-        // violation must not end a trial before a new one shows) nor for a
-        // scenario that expects one (it wants its evidence whole).
-        if (opt.stop_on_violation && plan.subject == "native" && !opt.baseline &&
-            p.s->expect_violation.empty()) {
-          cfg.cut_meta = meta_for(*p.s, plan.seed);
-          cfg.cut_invariants = cut_invariants(p.s->excuses);
+          const TrialMeta meta = meta_for(*p.s, plan.seed);
+          cfg.hang_after_ns = hang_bounds(meta);
+          cfg.spin_budget_ns = meta.spin_budget_ns;
+          // The first violation is all a --stop-on-violation run wants: a trial
+          // may end at it (harness/cut.h). Not with a baseline (a known
+          // violation must not end a trial before a new one shows) nor for a
+          // scenario that expects one (it wants its evidence whole).
+          if (opt.stop_on_violation && !opt.baseline && p.s->expect_violation.empty()) {
+            cfg.cut_meta = meta;
+            cfg.cut_invariants = cut_invariants(p.s->excuses);
+          }
         }
         cfg.fallback_root = lease ? lease->trial_root(started)
                                   : "shmstress." + std::to_string(::getpid()) + "." + std::to_string(started) + ".";

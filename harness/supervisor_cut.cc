@@ -28,15 +28,19 @@ constexpr std::int64_t kCutLookNs = 25'000'000;
 constexpr std::int64_t kCutBudget = 20;
 }  // namespace
 
+bool Supervisor::pids_are_ours() const {
+  return plan_.launchers.empty() &&
+         std::none_of(plan_.workers.begin(), plan_.workers.end(),
+                      [](const WorkerPlan& w) { return w.container >= 0; });
+}
+
 bool Supervisor::watches_cuts() const {
-  if (!cfg_.cut_meta || cfg_.cut_invariants.empty() || tracks_processes_ ||
-      !plan_.launchers.empty() || cut_point_.broken()) {
+  if (!cfg_.cut_meta || cfg_.cut_invariants.empty() || tracks_processes_ || !pids_are_ours() ||
+      cut_point_.broken()) {
     return false;
   }
-  for (const auto& w : plan_.workers) {
-    if (w.container >= 0 || w.loader_workers > 0) return false;
-  }
-  return true;
+  return std::none_of(plan_.workers.begin(), plan_.workers.end(),
+                      [](const WorkerPlan& w) { return w.loader_workers > 0; });
 }
 
 bool Supervisor::cuts(std::int64_t now, bool settled) {

@@ -47,11 +47,7 @@ void OpenOps::update(const std::string& history) {
 }
 
 bool Supervisor::watches_hangs() const {
-  if (cfg_.hang_after_ns.empty() || ever_stopped_ || !plan_.launchers.empty()) return false;
-  for (const auto& w : plan_.workers) {
-    if (w.container >= 0) return false;
-  }
-  return true;
+  return !cfg_.hang_after_ns.empty() && !ever_stopped_ && pids_are_ours();
 }
 
 std::string Supervisor::hangs(std::int64_t now, bool nothing_planned_left) {

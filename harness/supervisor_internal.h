@@ -423,6 +423,10 @@ class Supervisor {
   // time they are written). True: the trial ended at a cut.
   bool cuts(std::int64_t now, bool settled);
   bool watches_cuts() const;
+  // No launcher and no container: every pid a worker logs is one of the
+  // processes we started, as our pid namespace names it. The early ends and
+  // the CPU looks need that to map a logged pid to a process.
+  bool pids_are_ours() const;
 
   // supervisor_spin.cc: what a running worker's CPU shows. spins() logs a
   // look at the CPU of an op that spun (ops.no-spin's evidence, which a

@@ -37,11 +37,7 @@ constexpr std::size_t kMaxLooks = 256;
 }  // namespace
 
 bool Supervisor::watches_spins() const {
-  if (cfg_.spin_budget_ns <= 0 || !plan_.launchers.empty() || tracks_processes_) return false;
-  for (const auto& w : plan_.workers) {
-    if (w.container >= 0) return false;
-  }
-  return true;
+  return cfg_.spin_budget_ns > 0 && !tracks_processes_ && pids_are_ours();
 }
 
 void Supervisor::spins(std::int64_t now) {
@@ -60,6 +56,7 @@ void Supervisor::spins(std::int64_t now) {
     if (!w.alive || w.plan == nullptr) continue;
     auto it = open_ops_.open().find(w.self_pid);
     if (it == open_ops_.open().end()) continue;
+    std::optional<std::pair<CpuTimes, std::int64_t>> read;  // once per worker
     for (const auto& [id, o] : it->second) {
       // An op cannot have run its budget in less time than that. One
       // invoked before this worker started is a dead one's that had its pid
@@ -67,8 +64,11 @@ void Supervisor::spins(std::int64_t now) {
       if (o.cpu_run_ns < 0 || now - o.invoke_t <= cfg_.spin_budget_ns || o.invoke_t < w.spawned_t ||
           spin_logged_.contains({w.self_pid, id}))
         continue;
-      const CpuTimes cpu = cpu_times_of(pid);
-      looks.push_back({&w, id, cpu, mono_ns()});
+      if (!read) {
+        const CpuTimes cpu = cpu_times_of(pid);
+        read.emplace(cpu, mono_ns());
+      }
+      looks.push_back({&w, id, read->first, read->second});
     }
   }
   if (looks.empty()) return;

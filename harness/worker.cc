@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -72,7 +71,7 @@ struct Ctx {
   // invoke and before t at a completion, so the difference over an op never
   // counts a wait from outside it: an op's latency is never excused by more
   // than the scheduler really took from it.
-  // Its time on a CPU (cpu_run_ns) comes from the same read: over an op the
+  // Its time on a CPU (cpu_run_ns) is read with it: over an op the
   // difference is what the op itself ran, plus the few microseconds of
   // logging between the reads.
   void emit_op_event(Json e, bool opening) const {
@@ -149,22 +148,12 @@ void on_stop_signal(int sig, siginfo_t* info, void*) {
     at = put_str(at, end, ",\"t\":");
     at = put_int(at, end, mono_ns());
     at = put_str(at, end, "}\n");
-    if (at < end) {
-      // Padded as EventLog::emit pads: a line that crosses a page of the file
-      // is torn by a SIGKILL that comes during the write (the teardown's, a
-      // launcher's), and a torn line makes the trial unknown. 4096: every
-      // larger page's boundary is one of these too (sysconf is not
-      // async-signal-safe).
-      const std::size_t len = static_cast<std::size_t>(at - buf);
-      static constexpr auto kSpaces = [] {
-        std::array<char, sizeof buf> a{};
-        a.fill(' ');
-        return a;
-      }();
-      const std::size_t pad = page_padding(::lseek(g_ctx->log.fd(), 0, SEEK_END), len, 4096);
-      if (pad > 0 && pad <= kSpaces.size()) (void)!::write(g_ctx->log.fd(), kSpaces.data(), pad);
-      (void)!::write(g_ctx->log.fd(), buf, len);
-    }
+    // Padded as EventLog::emit pads: a line that crosses a page of the file
+    // is torn by a SIGKILL that comes during the write (the teardown's, a
+    // launcher's), and a torn line makes the trial unknown. 4096: every
+    // larger page's boundary is one of these too (sysconf is not
+    // async-signal-safe).
+    if (at < end) write_padded_line(g_ctx->log.fd(), buf, static_cast<std::size_t>(at - buf), 4096);
   }
   errno = saved;
   ::raise(sig);

@@ -45,17 +45,18 @@ CheckResult check_ops_no_spin(const History& h) {
   if (budget <= 0) return rep.take();
   for (const Op& op : h.ops) {
     if (!kWaits.contains(op.op) || op.invoke_run_ns < 0) continue;
-    std::vector<Look> looks;
-    if (op.outcome != Outcome::kInfo && op.complete_run_ns >= 0)
-      looks.push_back({op.complete_t, op.complete_run_ns, op.complete_wait_ns, "by its end"});
-    if (op.sample_t > 0)
-      looks.push_back(
-          {op.sample_t, op.sample_run_ns, op.sample_wait_ns, "when the supervisor looked"});
+    // Its end (if it ended and said) and the supervisor's look (if any): run_ns -1 where none.
+    const Look looks[] = {
+        op.outcome != Outcome::kInfo
+            ? Look{op.complete_t, op.complete_run_ns, op.complete_wait_ns, "by its end"}
+            : Look{},
+        Look{op.sample_t, op.sample_run_ns, op.sample_wait_ns, "when the supervisor looked"}};
     for (const Look& l : looks) {
+      if (l.run_ns < 0) continue;  // no such look
       const std::int64_t open = l.t - op.invoke_t;
       if (open > 1'000'000'000) rep.reach("long-wait-measured");
       const std::int64_t ran = l.run_ns - op.invoke_run_ns;
-      if (ran - kSpinReadSlackNs <= budget) continue;
+      if (!past_spin_budget(ran, budget)) continue;
       const std::int64_t waited = l.wait_ns >= 0 && op.invoke_wait_ns >= 0
                                       ? std::max<std::int64_t>(0, l.wait_ns - op.invoke_wait_ns)
                                       : 0;
