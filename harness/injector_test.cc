@@ -427,6 +427,20 @@ TEST_F(FaultParams, SometimesArmsOnlyRanksNoOtherFaultStopsAndDrawsFromTheTrialS
   EXPECT_EQ(most, 3);
 }
 
+TEST_F(FaultParams, RlimitFreeListGivesTrialIItsIModNthValueSoTheFirstTrialsVisitEach) {
+  const std::string fault =
+      "kind = \"rlimit\"\nwhen = \"acquire\"\njob = 0\nrank = 0\nfree = [1, 2, 3]";
+  ASSERT_EQ(validate(fault), "");
+  for (int trial = 0; trial < 7; ++trial) {
+    TrialPlan p = plan(fault, trial);
+    const auto w = std::find_if(p.workers.begin(), p.workers.end(),
+                                [](const WorkerPlan& w) { return w.job == 0 && w.rank == 0; });
+    ASSERT_NE(w, p.workers.end());
+    EXPECT_EQ(nlohmann::json::parse(w->env.at("SHMSTRESS_LIMIT_AT")).at("free"), 1 + trial % 3)
+        << trial;
+  }
+}
+
 TEST_F(FaultParams, SometimesAimsAtTheNativeSubjectOnly) {
   const std::string file = (dir_ / "n.toml").string();
   std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\nkind = \"sometimes\"\nprobability = 1.0\n";

@@ -650,6 +650,46 @@ TEST(PrefixAgreement, AFailureCausedByAFaultAimedAtThatRankIsExcused) {
   EXPECT_TRUE(Reached(r, "acquire-failed-by-fault"));
 }
 
+TEST(PrefixAgreement, AFaultMadeFailureWhileAnotherJobHoldsAPrefixReachesTheJoinersPath) {
+  History h =
+      Trial()
+          .Acquire(0, 0, 1, 2, 0)
+          .Fault("fiu-preload", 1, 0, 0.5, 0.5, {{"errno", EACCES}})
+          .Fail(1, 0, "acquire", 3, 4, "permission", "mmap(/shmc.registry): Permission denied")
+          .Release(0, 0, 8, 9)
+          .End(10)
+          .Build(Meta());
+  CheckResult r = Check("prefix.agreement", h);
+  EXPECT_VERDICT(r, kValid);
+  EXPECT_TRUE(Reached(r, "acquire-failed-by-fault-beside-live-job")) << Dump(r);
+}
+
+TEST(PrefixAgreement, AFaultMadeFailureWithNoOtherJobHoldingIsNotTheJoinersPath) {
+  // Invoked before job 0's acquire returned, and after its release: the
+  // failing rank may have been the registry's creator.
+  for (double t0 : {0.5, 9.5}) {
+    History h = Trial()
+                    .Fault("fiu-preload", 1, 0, 0.2, 0.2, {{"errno", EACCES}})
+                    .Fail(1, 0, "acquire", t0, t0 + 0.2, "permission", "mmap: Permission denied")
+                    .Acquire(0, 0, 1, 2, 0)
+                    .Release(0, 0, 8, 9)
+                    .End(10)
+                    .Build(Meta());
+    CheckResult r = Check("prefix.agreement", h);
+    EXPECT_VERDICT(r, kValid);
+    EXPECT_FALSE(Reached(r, "acquire-failed-by-fault-beside-live-job")) << t0;
+  }
+}
+
+TEST(PrefixAgreement, AFailureNoFaultCausedIsNotTheJoinersPath) {
+  History h = Trial()
+                  .Acquire(0, 0, 1, 2, 0)
+                  .Fail(1, 0, "acquire", 3, 4, "permission", "mmap: Permission denied")
+                  .End(10)
+                  .Build(Meta());
+  EXPECT_FALSE(Reached(Check("prefix.agreement", h), "acquire-failed-by-fault-beside-live-job"));
+}
+
 TEST(PrefixAgreement, AFaultThatCannotCauseThatErrorIsNoExcuse) {
   // An injected EACCES explains "permission", never "in-use"; an unknown kind nothing.
   for (auto [kind, detail] : {std::pair<std::string, Json>{"fiu-errno", {{"errno", EACCES}}},

@@ -9,13 +9,14 @@
 // left out, as one cut off by a death.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
 
 #include "checker.h"
-#include "checkers/history_queries.h"
 #include "checkers/excuses.h"
+#include "checkers/history_queries.h"
 
 namespace harness {
 namespace {
@@ -35,6 +36,15 @@ CheckResult check_prefix_agreement(const History& h) {
     int k = seen[{op.job, op.rank, op.pid}]++;
     rounds[{op.job, k}].push_back(&op);
   }
+  const std::vector<checks::JobHold> holds = checks::prefix_holds(h);
+  // A failure a fault made while another job certainly held a prefix: the
+  // failing rank met a registry that was live and published (the path of a
+  // rank that joins a busy node), not one it had to create.
+  auto beside_live_job = [&](const Op& f) {
+    return std::any_of(holds.begin(), holds.end(), [&](const checks::JobHold& j) {
+      return j.job != f.job && j.sure_start <= f.invoke_t && f.invoke_t < j.sure_end;
+    });
+  };
   for (const auto& [key, ops] : rounds) {
     const auto [job, k] = key;
     std::map<std::int64_t, std::vector<const Op*>> by_prefix;
@@ -50,6 +60,9 @@ CheckResult check_prefix_agreement(const History& h) {
         by_prefix[*p].push_back(op);
       } else if (op->outcome == Outcome::kFail) {
         fails.push_back(op);
+        if (checks::fault_causing_failure(h, *op) != nullptr && beside_live_job(*op)) {
+          rep.reach("acquire-failed-by-fault-beside-live-job");
+        }
         if (op->error_code == "in-use") rep.reach("acquire-failed-in-use");
         if (op->error_code.empty() && op->error_message.empty()) {
           rep.invalid(
@@ -95,5 +108,6 @@ SHMSTRESS_REGISTER_CHECKER(
     "prefix.agreement",
     "all ranks of a job end with the same prefix, or all fail with a clear error",
     harness::check_prefix_agreement,
-    {"acquire-failed-in-use", "acquire-all-ranks-failed", "acquire-failed-by-fault"},
+    {"acquire-failed-in-use", "acquire-all-ranks-failed", "acquire-failed-by-fault",
+     "acquire-failed-by-fault-beside-live-job"},
     /*judges_cuts=*/true);
