@@ -91,6 +91,7 @@ Json Supervisor::group_members(pid_t pgid) {
 // then their effects are watched, then each is logged, so "together" means
 // within microseconds, not one delivery check apart.
 void Supervisor::act_all(const std::vector<const Action*>& due) {
+  const std::int64_t began = mono_ns();  // before any stop's logged start
   struct Sent {
     const Action* a;
     pid_t pid;
@@ -129,7 +130,6 @@ void Supervisor::act_all(const std::vector<const Action*>& due) {
     if (pid <= 0) continue;       // the target already exited: nothing happened, nothing to log
     if (!running(pid)) continue;  // exited by itself, not yet reaped
     const bool ends = a.signal == SIGKILL || a.signal == SIGTERM || a.signal == SIGINT;
-    if (a.signal == SIGSTOP) ever_stopped_ = true;
     if (auto t = tracked_.find(pid); t != tracked_.end()) {
       if (ends) t->second.killed_by_harness = true, t->second.last_signal = a.signal;
     } else {
@@ -178,6 +178,10 @@ void Supervisor::act_all(const std::vector<const Action*>& due) {
       e["tree_pids"] = trees[i];
     }
     log_.emit(std::move(e));
+    if (auto w = workers_.find(sent[i].pid); w != workers_.end()) {
+      if (a.signal == SIGSTOP) w->second.stop_began(began);
+      if (a.signal == SIGCONT) w->second.stop_ended(mono_ns());  // after its end event
+    }
   }
 }
 
@@ -205,7 +209,6 @@ int Supervisor::first_round_after(pid_t self_pid, int job, int rank) {
 void Supervisor::self_stopped(pid_t pid, Worker& w) {
   const std::int64_t seen = mono_ns();
   ++w.self_stops_seen;
-  ever_stopped_ = true;
   const WorkerPlan::OnStop& os = *w.plan->on_stop;
   if (os.first_of_trial && first_stop_taken_) {  // another worker was first: not the fault
     ::kill(pid, SIGCONT);
@@ -226,6 +229,7 @@ void Supervisor::self_stopped(pid_t pid, Worker& w) {
                 {"effect_t", seen},
                 {"self", true}};
   log_.emit(start);
+  w.stop_began(seen);
   // The window ends in a SIGCONT also when the trial ends first.
   timers_.push_back(
       {seen + os.hold_ns,
@@ -240,6 +244,7 @@ void Supervisor::self_stopped(pid_t pid, Worker& w) {
            end["signal"] = SIGCONT;
            add_delivery(end, d);
            log_.emit(std::move(end));
+           v.stop_ended(mono_ns());
            return;
          }
          if (os.then == "kill") {

@@ -13,9 +13,14 @@
 // otherwise: native subject only (the run sets hang_after_ns only for it), no
 // launcher, no container (their processes are not our children, or see
 // other pids), no process of the trial we did not start still alive (a
-// loader worker, a launched rank), and no worker ever stopped in the trial
-// (a stop is not counted against an op's deadline, and we do not sum stops
-// here: such a trial runs to its timeout as before).
+// loader worker, a launched rank), and no worker stopped at the look. A
+// worker's own stops are not counted against its op's deadline, here as in
+// the checkers (checks::stopped_ns): the supervisor keeps each worker's
+// windows as it logs them (Worker::stops). A stop of another process counts,
+// as there: a subject must fail at its deadline while a peer is stopped.
+// Until 2026-11-29 any stop kept the watcher off, and the sometimes-on pauses
+// (a few ms, in many trials) left hung trials running to their timeout: a
+// barrier that never noticed a death was caught at 15 s instead of 5.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -46,9 +51,7 @@ void OpenOps::update(const std::string& history) {
   });
 }
 
-bool Supervisor::watches_hangs() const {
-  return !cfg_.hang_after_ns.empty() && !ever_stopped_ && pids_are_ours();
-}
+bool Supervisor::watches_hangs() const { return !cfg_.hang_after_ns.empty() && pids_are_ours(); }
 
 std::string Supervisor::hangs(std::int64_t now, bool nothing_planned_left) {
   if (!nothing_planned_left || !watches_hangs() || now < next_hang_look_) return "";
@@ -64,12 +67,15 @@ std::string Supervisor::hangs(std::int64_t now, bool nothing_planned_left) {
     ++live;
     auto it = open_ops_.open().find(w.self_pid);
     if (it == open_ops_.open().end() || it->second.empty()) return "";  // between ops: it may go on
+    if (w.stopped_now()) return "";  // its op's time is not running
     const std::int64_t wait_now = cpu_wait_ns_of(pid);
     bool overdue = false;
     for (const auto& [id, o] : it->second) {
       auto bound = cfg_.hang_after_ns.find(o.op);
       if (bound == cfg_.hang_after_ns.end() || o.cpu_wait_ns < 0 || wait_now < 0) continue;
-      const std::int64_t open_for = now - o.invoke_t - std::max<std::int64_t>(0, wait_now - o.cpu_wait_ns);
+      const std::int64_t open_for = now - o.invoke_t -
+                                    std::max<std::int64_t>(0, wait_now - o.cpu_wait_ns) -
+                                    w.stopped_within(o.invoke_t, now);
       if (open_for <= bound->second) continue;
       overdue = true;
       if (why.empty())

@@ -60,3 +60,27 @@ TEST_F(OpenOpsTest, AHalfWrittenLineWaitsForItsEndAndGarbageIsSkipped) {
 
 }  // namespace
 }  // namespace harness::supervision
+
+namespace harness::supervision {
+namespace {
+
+// The hang watcher leaves a worker's own stops out of its op's time, as
+// checks::stopped_ns does: only the part of each stop inside [a, b) counts.
+TEST(WorkerStops, OnlyThePartOfEachStopInsideTheOpCountsAndAnOpenOneRunsToTheLook) {
+  Worker w;
+  w.stop_began(100);
+  w.stop_began(120);  // already stopped: the window keeps its start
+  EXPECT_TRUE(w.stopped_now());
+  w.stop_ended(150);
+  w.stop_ended(160);  // not stopped: nothing to end
+  EXPECT_FALSE(w.stopped_now());
+  w.stop_began(300);
+  EXPECT_EQ(w.stopped_within(0, 1000), 50 + 700);
+  EXPECT_EQ(w.stopped_within(120, 310), 30 + 10);
+  EXPECT_EQ(w.stopped_within(150, 300), 0);
+  w.stop_ended(400);
+  EXPECT_EQ(w.stopped_within(0, 1000), 50 + 100);
+}
+
+}  // namespace
+}  // namespace harness::supervision

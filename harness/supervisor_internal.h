@@ -227,6 +227,25 @@ struct Worker {
   bool teardown = false;
   bool stopped_by_harness = false;  // a SIGSTOP of ours is in effect
   int self_stops_seen = 0;          // times its OnStop has fired (up to OnStop::stops)
+  // Its logged stops, [from, to): each covers the window the history shows
+  // (from at or before its start event, to at or after its end event), so the
+  // hang watcher leaves out at least what the checkers leave out of an op's
+  // time. `to` is kStillStopped while it lasts.
+  static constexpr std::int64_t kStillStopped = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::pair<std::int64_t, std::int64_t>> stops;
+  void stop_began(std::int64_t t) {
+    if (!stopped_now()) stops.emplace_back(t, kStillStopped);
+  }
+  void stop_ended(std::int64_t t) {
+    if (stopped_now()) stops.back().second = t;
+  }
+  bool stopped_now() const { return !stops.empty() && stops.back().second == kStillStopped; }
+  std::int64_t stopped_within(std::int64_t a, std::int64_t b) const {
+    std::int64_t total = 0;
+    for (const auto& [from, to] : stops)
+      total += std::max<std::int64_t>(0, std::min(to, b) - std::max(from, a));
+    return total;
+  }
 };
 
 // A container of the trial: a pid namespace whose pid 1 does nothing but reap,
@@ -538,8 +557,7 @@ class Supervisor {
   // Per live worker (our pid): looks at its CPU while it wrote nothing, each
   // (the time before the read, its run_ns), oldest first.
   std::map<pid_t, std::deque<std::pair<std::int64_t, std::int64_t>>> silent_looks_;
-  bool cut_ = false;                    // the trial ended at a cut: its workers are torn down
-  bool ever_stopped_ = false;  // a worker of the trial was stopped (by us or at its own point)
+  bool cut_ = false;  // the trial ended at a cut: its workers are torn down
   bool healing_ = false;
   bool first_stop_taken_ = false;  // a first_of_trial OnStop has fired  // the trial is over:
                                    // pauses end in SIGCONT, nothing new starts
