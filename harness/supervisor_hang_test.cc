@@ -1,5 +1,6 @@
-// OpenOps: what the supervisor's early end of a hung trial reads from the
-// history - which ops each process still has open - as the file grows.
+// What the supervisor's early end of a hung trial works from: OpenOps, the
+// ops each process still has open as the history grows, and Worker::stops,
+// the stops it leaves out of an op's time.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -57,12 +58,6 @@ TEST_F(OpenOpsTest, AHalfWrittenLineWaitsForItsEndAndGarbageIsSkipped) {
   ops.update(path_);
   EXPECT_TRUE(ops.open().at(4).empty());
 }
-
-}  // namespace
-}  // namespace harness::supervision
-
-namespace harness::supervision {
-namespace {
 
 // The hang watcher leaves a worker's own stops out of its op's time, as
 // checks::stopped_ns does: only the part of each stop inside [a, b) counts.

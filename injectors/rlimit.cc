@@ -22,8 +22,9 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   // One value, or a list: how many fds a step needs differs by step (opening
   // the registry, listing /dev/shm, ...), so each value is a case of its own.
   // Trial i takes the (i mod n)-th, not a draw: n trials reach every case and
-  // the first trial the first listed (a draw left a case of three unvisited
-  // in 4 trials of 12 in 30%, and a flaw only one value shows took 13-17 s).
+  // the first trial the first listed. A draw of one value in three misses it
+  // in the first 4 trials in (2/3)^4 = 20% of runs, and a flaw only free = 1
+  // shows (listing-failure-ignored) took 13-17 s to catch at some seeds.
   std::int64_t free = 0;
   const bool nofile = resource == "nofile";
   if (f.params.contains("free") && f.params["free"].is_array()) {

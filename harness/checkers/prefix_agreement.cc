@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -36,12 +37,15 @@ CheckResult check_prefix_agreement(const History& h) {
     int k = seen[{op.job, op.rank, op.pid}]++;
     rounds[{op.job, k}].push_back(&op);
   }
-  const std::vector<checks::JobHold> holds = checks::prefix_holds(h);
   // A failure a fault made while another job certainly held a prefix: the
   // failing rank met a registry that was live and published (the path of a
-  // rank that joins a busy node), not one it had to create.
+  // rank that joins a busy node), not one it had to create. The holds are
+  // built at the first such failure: most trials, and most looks at a cut,
+  // have none.
+  std::optional<std::vector<checks::JobHold>> holds;
   auto beside_live_job = [&](const Op& f) {
-    return std::any_of(holds.begin(), holds.end(), [&](const checks::JobHold& j) {
+    if (!holds) holds = checks::prefix_holds(h);
+    return std::any_of(holds->begin(), holds->end(), [&](const checks::JobHold& j) {
       return j.job != f.job && j.sure_start <= f.invoke_t && f.invoke_t < j.sure_end;
     });
   };
