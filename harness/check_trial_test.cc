@@ -105,6 +105,25 @@ TEST(CheckTrialDir, ATrialCutAtItsFirstViolationIsJudgedUpToTheCut) {
   EXPECT_EQ(t.history_error_count, 0u);
 }
 
+TEST(CheckTrialDir, TheSpinBudgetIsTheScenariosDeadlinesSpin) {
+  // An acquire that ran 60 ms of the 62 ms it was open: past the default
+  // 40 ms budget, within a scenario's 100 ms.
+  TrialDir d;
+  const std::string dir = d.Write(
+      {kStart, R"({"t":1000000,"type":"start","pid":10,"job":0,"rank":0,"local_rank":0})",
+       R"({"t":2000000,"type":"invoke","op":"acquire","id":1,"pid":10,"job":0,"rank":0,"local_rank":0,"args":{},"cpu_run_ns":1000000,"cpu_wait_ns":0})",
+       R"({"t":64000000,"type":"ok","op":"acquire","id":1,"pid":10,"job":0,"rank":0,"local_rank":0,"value":{"prefix":0,"present":[]},"cpu_run_ns":61000000,"cpu_wait_ns":0})",
+       R"({"t":70000000,"type":"exit","pid":10,"job":0,"rank":0,"exit_code":0})", kCleanAudit,
+       kEnd});
+  const TrialResult by_default = check_trial_dir(Parse("[[job]]\n"), dir, 0, 1, 2);
+  ASSERT_NE(Find(by_default, "ops.no-spin"), nullptr);
+  EXPECT_EQ(Find(by_default, "ops.no-spin")->verdict, Verdict::kInvalid);
+  const TrialResult wider =
+      check_trial_dir(Parse("[deadlines]\nspin = \"100ms\"\n[[job]]\n"), dir, 0, 1, 2);
+  ASSERT_NE(Find(wider, "ops.no-spin"), nullptr);
+  EXPECT_EQ(Find(wider, "ops.no-spin")->verdict, Verdict::kValid);
+}
+
 TEST(CheckTrialDir, ACutMarkWithNoViolationBeforeItHidesNothing) {
   // A mark at +4 ms (a subject can write one): nothing is invalid up to it,
   // so the whole record is judged, and the removal after it is found.

@@ -10,8 +10,8 @@ namespace {
 // The supervisor's own event types (docs/worker-protocol.md): its lines are
 // bounded by its clock, not by the writer rule, since it judges between them.
 bool supervisor_type(const std::string& type) {
-  static const std::set<std::string> types = {"trial", "fault",    "exit",          "audit",
-                                              "gate",  "teardown", "harness-error", "cpu"};
+  static const std::set<std::string> types = {"trial",    "fault",         "exit", "audit", "gate",
+                                              "teardown", "harness-error", "cpu",  "alive"};
   return types.contains(type);
 }
 
@@ -57,8 +57,9 @@ void CutPoint::add(Json event) {
       }
     }
   }
-  // The supervisor's look at a spinning op is evidence a verdict may turn on, as a completion is.
-  if (kind == "cpu") news_.insert(t->get<std::int64_t>());
+  // The supervisor's look at a spinning op, or at a live worker (a hold
+  // certain for longer), is evidence a verdict may turn on, as a completion is.
+  if (kind == "cpu" || kind == "alive") news_.insert(t->get<std::int64_t>());
   events_.push_back(std::move(event));
 }
 

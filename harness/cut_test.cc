@@ -71,6 +71,17 @@ TEST(CutPoint, HasNewsOnlyWhileACompletionOrACpuLookIsBeforeTheCutAndNotJudgedYe
   EXPECT_TRUE(c.news_before(At(6)));
 }
 
+TEST(CutPoint, AnAliveLookIsTheSupervisorsLineAndNews) {
+  CutPoint c;
+  c.add(Line("start", 4, 1));
+  c.add(Line("invoke", 4, 3));
+  c.add({{"t", At(20)}, {"type", "alive"}, {"pid", 4}, {"job", 0}, {"rank", 0}});
+  EXPECT_EQ(c.last_line(4), At(3));  // not a line of the worker's own
+  EXPECT_FALSE(c.broken());
+  EXPECT_FALSE(c.news_before(At(20)));
+  EXPECT_TRUE(c.news_before(At(21)));  // a hold may be certain for longer
+}
+
 TEST(CutPoint, PassesASilentWritersLastLineOnlyUpToItsQuietInstant) {
   CutPoint c;
   c.add(Line("start", 4, 1));
@@ -217,6 +228,38 @@ TEST(CleanupSafetyAtACut, AHolderSilentSinceTheCleanupIsNotYetKnownToHaveLived) 
   EXPECT_TRUE(late.errors.empty());
   EXPECT_TRUE(late.decisive);
   EXPECT_EQ(late.invalid(), std::vector<std::string>{"cleanup.safety"});
+}
+
+TEST(CleanupSafetyAtACut, TheSupervisorsAliveLookIsASignOfLifeOfASilentHolder) {
+  // The supervisor saw job 0's process at +10 not yet exiting: it held its
+  // prefix then, so the removal at +5 is invalid at a cut at +30 already.
+  Events e = CleanupUnderASilentHolder();
+  e.add({{"t", At(10)}, {"type", "alive"}, {"pid", 10}, {"job", 0}, {"rank", 0}});
+  const auto at = judge_cut(e.events(), TwoJobs(), At(30), {"cleanup.safety"});
+  EXPECT_TRUE(at.errors.empty()) << at.errors.front();
+  EXPECT_EQ(Only(at.checks, "cleanup.safety").verdict, Verdict::kInvalid);
+  EXPECT_TRUE(at.decisive);
+  // One before the removal says nothing about after it.
+  Events before = CleanupUnderASilentHolder();
+  before.add({{"t", At(4)}, {"type", "alive"}, {"pid", 10}, {"job", 0}, {"rank", 0}});
+  EXPECT_FALSE(judge_cut(before.events(), TwoJobs(), At(30), {"cleanup.safety"}).decisive);
+  const EveryCut every = JudgeEveryCut(e.events(), TwoJobs(), {"cleanup.safety"});
+  EXPECT_TRUE(every.unsound.empty());
+}
+
+TEST(CleanupSafetyAtACut, AKilledHoldersAliveLookMakesItsHoldCertainUpToIt) {
+  // As AHolderKilledAfterTheCutButSilentSinceCountsOnlyToItsLastSign, but
+  // the supervisor saw the holder alive at +8, after the removal: the whole
+  // trial is invalid too, and no cut says otherwise.
+  Events e;
+  e.op(0, 0, -1, 10, "acquire", 1, 2, {{"prefix", 0}});
+  e.op(1, 0, -1, 20, "clean", 5, 6, Removed("/shm.000000_shard_states"));
+  e.add({{"t", At(8)}, {"type", "alive"}, {"pid", 10}, {"job", 0}, {"rank", 0}});
+  e.exit(0, 0, -1, 10, 30, {{"signal", SIGKILL}, {"by_harness", true}, {"teardown", true}});
+  e.add({{"t", At(50)}, {"type", "trial"}, {"phase", "end"}});
+  const EveryCut every = JudgeEveryCut(e.events(), TwoJobs(), {"cleanup.safety"});
+  EXPECT_TRUE(every.unsound.empty());
+  EXPECT_GT(every.invalid, 0u);
 }
 
 TEST(JudgeCut, ARecordWithHistoryErrorsUpToTheCutDecidesNothing) {

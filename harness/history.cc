@@ -407,6 +407,20 @@ struct Builder {
     op->sample_wait_ns = wait.value_or(-1);
   }
 
+  // The supervisor found process pid alive at t (docs/worker-protocol.md,
+  // `alive`). Its exit, stamped when it was reaped, cannot come first.
+  void alive(std::size_t index, std::int64_t t, const Json& ev) {
+    int job, rank, pid;
+    if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
+    for (const Exit& e : h.exits) {
+      if (e.job == job && e.rank == rank && e.pid == pid && e.t <= t) {
+        error(index, t, "alive after the process's exit", ev);
+        return;
+      }
+    }
+    h.alive.push_back({job, rank, pid, t});
+  }
+
   void complete(std::size_t index, std::int64_t t, const Json& ev, bool ok) {
     int job, rank, pid;
     if (!worker_ids(index, t, ev, &job, &rank, &pid)) return;
@@ -848,6 +862,7 @@ struct Builder {
     if (type == "gate") return gate(index, t, ev);
     if (type == "teardown") return teardown(index, t, ev);
     if (type == "cpu") return cpu(index, t, ev);
+    if (type == "alive") return alive(index, t, ev);
     error(index, t, fmt::format("unknown event type \"{}\"", brief_text(type)), ev);
   }
 };

@@ -289,6 +289,25 @@ TEST(ParseJsonl, AcceptsANullErrorSink) {
   EXPECT_EQ(parse_jsonl("garbage\n{\"a\":1}\n", nullptr).size(), 1u);
 }
 
+TEST(BuildHistory, AnAliveLookIsKeptAndNoneMayFollowTheProcesssExit) {
+  std::vector<std::string> errors;
+  const History h = build_history(
+      {Json{{"t", 1}, {"type", "trial"}, {"phase", "start"}},
+       Json{{"t", 5}, {"type", "alive"}, {"pid", 10}, {"job", 0}, {"rank", 0}},
+       Json{{"t", 8}, {"type", "exit"}, {"pid", 10}, {"job", 0}, {"rank", 0}, {"exit_code", 0}},
+       Json{{"t", 9}, {"type", "alive"}, {"pid", 10}, {"job", 0}, {"rank", 0}},
+       Json{{"t", 9}, {"type", "alive"}, {"pid", 11}, {"job", 0}},
+       Json{{"t", 20}, {"type", "trial"}, {"phase", "end"}}},
+      TrialMeta{}, &errors);
+  ASSERT_EQ(h.alive.size(), 1u);
+  EXPECT_EQ(h.alive[0].t, 5);
+  EXPECT_EQ(h.alive[0].pid, 10);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find("alive after the process's exit"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("worker event needs integer job, rank and pid"), std::string::npos)
+      << errors[1];
+}
+
 TEST(BuildHistory, PairsInvokeAndCompletionByWorkerAndIdEvenWhenInterleaved) {
   History h = Build({
       Invoke(10, 0, 0, 100, 1, "acquire"),

@@ -255,6 +255,7 @@ TrialMeta meta_for(const Scenario& s, std::uint64_t seed) {
   m.barrier_deadline_ns = s.barrier_deadline.count() * 1000000LL;
   m.liveness_ns = s.liveness.count() * 1000000LL;
   m.release_ns = s.release.count() * 1000000LL;
+  m.spin_budget_ns = s.spin.count() * 1000000LL;
   m.cleanup_step = s.final_cleanup;
   return m;
 }

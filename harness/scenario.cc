@@ -53,7 +53,8 @@ const std::vector<std::string_view> kTopKeys = {
     "name",   "description", "excuse",        "expect_reached", "expect_violation",
     "expect_evidence", "trials", "timeout", "final_cleanup",  "deadlines", "every",
     "job",    "fault",       "subject",       "sometimes"};
-const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release", "start", "cleanup"};
+const std::vector<std::string_view> kDeadlineKeys = {"acquire", "barrier", "liveness", "release",
+                                                     "start",   "cleanup", "spin"};
 const std::vector<std::string_view> kJobKeys = {
     "count", "ranks", "dirs", "remote", "start_jitter", "local_world_size", "workload", "loader", "launcher",
     "root_suffix"};
@@ -641,6 +642,8 @@ class Parser {
         dst = &out->start;
       } else if (key->str() == "cleanup") {
         dst = &out->cleanup;
+      } else if (key->str() == "spin") {
+        dst = &out->spin;
       } else {
         return unknown(*key, *node, kDeadlineKeys, "in [deadlines]");
       }

@@ -186,10 +186,19 @@ TEST(ScenarioParse, UnknownWorkloadKeyReportsLineAndKey) {
 TEST(ScenarioParse, UnknownDeadlinesKeyReportsLineAndKey) {
   const auto err = parse_error("[deadlines]\nacquire = \"1s\"\nreleased = \"1s\"\n[[job]]\n");
   EXPECT_EQ(err.line, 3);
-  EXPECT_NE(
-      err.message.find(
-          "unknown key 'released' in [deadlines] (known: acquire, barrier, liveness, release, start, cleanup)"),
-      std::string::npos)
+  EXPECT_NE(err.message.find("unknown key 'released' in [deadlines] (known: acquire, barrier, "
+                             "liveness, release, start, cleanup, spin)"),
+            std::string::npos)
+      << err.message;
+}
+
+TEST(ScenarioParse, SpinBudgetIsReadDefaultsTo40msAndIsBounded) {
+  EXPECT_EQ(parse_ok(kMinimal).spin, milliseconds(40));
+  EXPECT_EQ(parse_ok("[deadlines]\nspin = \"150ms\"\n[[job]]\n").spin, milliseconds(150));
+  const auto err = parse_error("[deadlines]\nacquire = \"1s\"\nspin = \"1ms\"\n[[job]]\n");
+  EXPECT_EQ(err.line, 3);
+  EXPECT_NE(err.message.find("'deadlines.spin' = \"1ms\" is out of range (10ms..5m"),
+            std::string::npos)
       << err.message;
 }
 

@@ -327,6 +327,13 @@ class OpenOps {
   std::map<int, std::map<std::int64_t, Open>> open_;
 };
 
+// Whether a native worker blocked as `b` says has written every line it
+// stamped: it waits in a call of the subject or the workload (a robust mutex
+// or a futex word, a sleep, a file lock), none of which its logging makes,
+// and has one thread. Not read or poll: a worker preempted inside its read
+// of schedstat, between a stamp and the write, shows that call too.
+bool sleeps_between_lines(const BlockedIn& b);
+
 class Supervisor {
  public:
   Supervisor(const TrialPlan& p, const SupervisorConfig& c, bool pid_ns)
@@ -557,6 +564,11 @@ class Supervisor {
   // Per live worker (our pid): looks at its CPU while it wrote nothing, each
   // (the time before the read, its run_ns), oldest first.
   std::map<pid_t, std::deque<std::pair<std::int64_t, std::int64_t>>> silent_looks_;
+  // Per worker (our pid): the latest look that began before it was seen
+  // blocked in a wait its logging never makes (supervisor_spin.cc).
+  std::map<pid_t, std::int64_t> blocked_quiet_;
+  // Per worker (our pid): the t of the last `alive` line written for it.
+  std::map<pid_t, std::int64_t> alive_said_;
   bool cut_ = false;  // the trial ended at a cut: its workers are torn down
   bool healing_ = false;
   bool first_stop_taken_ = false;  // a first_of_trial OnStop has fired  // the trial is over:

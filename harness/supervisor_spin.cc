@@ -17,6 +17,23 @@
 // to write: B is its quiet instant, and a cut may pass its last line up to B.
 // The looks are made only at a worker silent for kSilentNs, only where cuts
 // are judged (the native subject, no launcher, container or loader worker).
+//
+// A hold still running at a cut is certain only up to its holder's last
+// sign of life (history_queries.cc, rank_hold): the rest of the trial might
+// show it died right after. A holder that sleeps says nothing, so a violation
+// about its hold (a cleanup that removed its segment) waited for its next
+// line. The supervisor, its parent, sees it has not begun to exit
+// (not_exiting: the kernel releases its locks only after that), and says so
+// every kAliveEveryNs: an `alive` line, a sign of life like its own.
+//
+// A worker that sleeps runs nothing, so the CPU rule never passes it: one
+// holding its prefix for a second held every cut back that long. But the
+// worker's path from a line's stamp to its write makes only the calls
+// `emit_op_event` and `EventLog::emit` make (the clocks, the schedstat file,
+// lseek, write), never one that waits for another process. So a worker seen
+// blocked in such a wait (`sleeps_between_lines`) at a look that began at B,
+// with one thread (a second could be writing), wrote every line it stamped
+// before B before it began to wait: B is a quiet instant too, from one look.
 #include "supervisor_internal.h"
 
 namespace harness::supervision {
@@ -31,10 +48,32 @@ constexpr std::int64_t kSpinLookNs = 100'000'000;
 constexpr std::int64_t kEmitCpuNs = 20'000'000;
 // A worker is looked at once it has written nothing for this long.
 constexpr std::int64_t kSilentNs = 50'000'000;
+// How often a silent worker found alive is logged as such (`alive`).
+constexpr std::int64_t kAliveEveryNs = 100'000'000;
 // Looks kept per silent worker: a sleeping worker runs nothing, so its looks
 // would pile up for the length of the trial.
 constexpr std::size_t kMaxLooks = 256;
 }  // namespace
+
+bool sleeps_between_lines(const BlockedIn& b) {
+  if (!b.single_thread) return false;
+  switch (b.nr) {
+    case SYS_futex:
+#ifdef SYS_futex_waitv
+    case SYS_futex_waitv:
+#endif
+    case SYS_clock_nanosleep:
+#ifdef SYS_nanosleep
+    case SYS_nanosleep:
+#endif
+    case SYS_flock:
+      return true;
+    case SYS_fcntl:
+      return b.arg1 == F_SETLKW || b.arg1 == F_OFD_SETLKW;
+    default:
+      return false;
+  }
+}
 
 bool Supervisor::watches_spins() const {
   return cfg_.spin_budget_ns > 0 && !tracks_processes_ && pids_are_ours();
@@ -101,6 +140,20 @@ void Supervisor::look_at_silent(std::int64_t now) {
     const std::optional<std::int64_t> last = cut_point_.last_line(w.self_pid);
     if (!last || now - *last < kSilentNs) continue;
     const std::int64_t before = mono_ns();
+    if (sleeps_between_lines(blocked_in_of(pid))) {
+      auto& b = blocked_quiet_[pid];
+      b = std::max(b, before);
+    }
+    auto& said = alive_said_[pid];
+    if (said < w.spawned_t) said = 0;  // a dead process that had this pid
+    if (before - said >= kAliveEveryNs && not_exiting(pid)) {
+      log_.emit({{"type", "alive"},
+                 {"t", before},
+                 {"pid", w.self_pid},
+                 {"job", w.job},
+                 {"rank", w.rank}});
+      said = before;
+    }
     const std::int64_t run = cpu_run_ns_of(pid);
     if (run < 0) continue;
     auto& looks = silent_looks_[pid];
@@ -113,6 +166,9 @@ void Supervisor::look_at_silent(std::int64_t now) {
 
 // After look_at_silent() and then a read of the history: the lines a worker
 // stamped before its quiet instant were all written before that read.
+// (A quiet instant stays one: the lines stamped before it stay written. One
+// from a dead process that had the pid lies before the new one's start, when
+// it had stamped nothing.)
 std::map<int, std::int64_t> Supervisor::quiet_until() {
   std::map<int, std::int64_t> out;
   for (auto& [pid, looks] : silent_looks_) {
@@ -125,6 +181,12 @@ std::map<int, std::int64_t> Supervisor::quiet_until() {
     if (k == 0) continue;
     out[w->second.self_pid] = looks[k - 1].first;
     looks.erase(looks.begin(), looks.begin() + static_cast<std::ptrdiff_t>(k - 1));
+  }
+  for (const auto& [pid, b] : blocked_quiet_) {
+    auto w = workers_.find(pid);
+    if (w == workers_.end() || !w->second.alive) continue;
+    auto [it, fresh] = out.emplace(w->second.self_pid, b);
+    if (!fresh) it->second = std::max(it->second, b);
   }
   return out;
 }

@@ -257,6 +257,9 @@ std::int64_t last_alive(const History& h, int job, int rank, int pid) {
       t = std::max(t, f.start_t);
     }
   }
+  for (const History::Alive& a : h.alive) {
+    if (a.job == job && a.rank == rank && a.pid == pid) t = std::max(t, a.t);
+  }
   return t;
 }
 

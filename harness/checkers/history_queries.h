@@ -109,8 +109,9 @@ std::string not_counted(std::int64_t stopped_ns, std::int64_t cpu_wait_ns, bool 
 std::int64_t exit_cpu_wait_ns(const Exit& e, const Op* last);
 // The stop window aimed at the worker that covers t, if any.
 const Fault* stop_window_at(const History& h, int job, int rank, int pid, std::int64_t t);
-// The last moment the worker certainly was alive: its latest event, or a
-// signal the harness sent it before it was reaped.
+// The last moment the worker certainly was alive: its latest event, a
+// signal the harness sent it before it was reaped, or the supervisor's look
+// that found it alive (`alive`).
 std::int64_t last_alive(const History& h, int job, int rank, int pid);
 // The first moment the worker certainly was dead: the supervisor saw a
 // SIGKILL's effect (Fault::effect_t), or reaped it. kNever if neither.

@@ -86,10 +86,18 @@ TEST(OpsNoSpin, ALongWaitThatSleptIsNoSpinHoweverMuchItRanInAll) {
 }
 
 TEST(OpsNoSpin, AnOpWithinItsBudgetIsNotJudgedHoweverLittleItSlept) {
-  // 101 ms of work and nothing else: within the 100 ms budget once the 2 ms
-  // of logging between a read and its line are taken off.
-  EXPECT_EQ(NoSpin(Acquire(10, 111, 101, 0)).verdict, Verdict::kValid);
-  EXPECT_EQ(NoSpin(Acquire(10, 113, 103, 0)).verdict, Verdict::kInvalid);
+  // 41 ms of work and nothing else: within the default 40 ms budget once the
+  // 2 ms of logging between a read and its line are taken off.
+  EXPECT_EQ(NoSpin(Acquire(10, 51, 41, 0)).verdict, Verdict::kValid);
+  EXPECT_EQ(NoSpin(Acquire(10, 53, 43, 0)).verdict, Verdict::kInvalid);
+}
+
+TEST(OpsNoSpin, TheBudgetIsTheScenariosOwn) {
+  // A scenario whose ops do more work (deadlines.spin = "100ms").
+  TrialMeta m = meta(1, 0, 0);
+  m.spin_budget_ns = 100'000'000;
+  EXPECT_EQ(check("ops.no-spin", Acquire(10, 111, 101, 0).build(m)).verdict, Verdict::kValid);
+  EXPECT_EQ(check("ops.no-spin", Acquire(10, 113, 103, 0).build(m)).verdict, Verdict::kInvalid);
 }
 
 TEST(OpsNoSpin, TimeWaitingForACpuOrStoppedIsNotSleep) {
