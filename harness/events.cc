@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
-#include <string>
 #include <utility>
 
 namespace harness {
@@ -24,28 +23,23 @@ std::int64_t mono_ns() {
 
 namespace {
 
-// The whole of a small /proc file, "" if it cannot be read.
-std::string read_small(const char* path) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[512];
-  ssize_t n;
-  do {
-    n = ::read(fd, buf, sizeof buf - 1);
-  } while (n < 0 && errno == EINTR);
-  ::close(fd);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string{};
-}
-
 // The second field of a schedstat file ("run_ns run_delay_ns timeslices").
 // A kernel without schedstats prints "0 0 0": unknown, not "never waited".
 // (The first field, time on a CPU, lags by up to a tick for a running
 // thread: cpu_times() reads that from the CPU-time clock instead.)
 std::int64_t read_run_delay(const char* path) {
-  const std::string text = read_small(path);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
   unsigned long long run = 0, delay = 0, slices = 0;
-  if (std::sscanf(text.c_str(), "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0)
-    return -1;
+  if (std::sscanf(buf, "%llu %llu %llu", &run, &delay, &slices) != 3 || slices == 0) return -1;
   return delay > static_cast<unsigned long long>(INT64_MAX) ? -1 : static_cast<std::int64_t>(delay);
 }
 
@@ -73,50 +67,6 @@ std::int64_t cpu_run_ns_of(int pid) {
 CpuTimes cpu_times() { return {read_clock(CLOCK_PROCESS_CPUTIME_ID), cpu_wait_ns()}; }
 
 CpuTimes cpu_times_of(int pid) { return {cpu_run_ns_of(pid), cpu_wait_ns_of(pid)}; }
-
-bool not_exiting(int pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  const std::string st = read_small(path);
-  const std::size_t close = st.rfind(')');
-  if (close == std::string::npos) return false;
-  char state = 0;
-  unsigned long flags = 0;
-  // state (3rd field), then ppid, pgrp, session, tty_nr, tpgid, flags (9th).
-  if (std::sscanf(st.c_str() + close + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2) {
-    return false;
-  }
-  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
-  return state != 'Z' && state != 'X' && state != 'x' && (flags & kPfExiting) == 0;
-}
-
-BlockedIn blocked_in_of(int pid) {
-  BlockedIn b;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/syscall", pid);
-  // "NR ARG1 ARG2 ... SP PC" for a thread in a system call, "-1 SP PC" for
-  // one off the CPU outside any, "running" for one on it.
-  const std::string sc = read_small(path);
-  long nr = -1;
-  unsigned long a0 = 0, a1 = 0;
-  const int got = std::sscanf(sc.c_str(), "%ld 0x%lx 0x%lx", &nr, &a0, &a1);
-  if (got < 1 || nr < 0) return b;
-  b.nr = nr;
-  b.arg1 = got == 3 ? static_cast<long>(a1) : 0;
-  // num_threads is the 20th field, the 18th after the ")" that ends comm
-  // (which may itself hold spaces and parentheses).
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  const std::string st = read_small(path);
-  const std::size_t close = st.rfind(')');
-  if (close == std::string::npos) return b;
-  long threads = 0;
-  if (std::sscanf(st.c_str() + close + 1,
-                  " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %ld",
-                  &threads) == 1) {
-    b.single_thread = threads == 1;
-  }
-  return b;
-}
 
 EventLog::EventLog(const std::string& path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

@@ -49,21 +49,6 @@ struct CpuTimes {
 CpuTimes cpu_times();
 CpuTimes cpu_times_of(int pid);
 
-// What process `pid` is blocked in, from /proc/PID/syscall (the kernel
-// reports a thread's system call only once it is off the CPU: sleeping,
-// stopped, or preempted inside the call) and /proc/PID/stat.
-struct BlockedIn {
-  long nr = -1;                // the system call's number, -1: running, in none, or unreadable
-  long arg1 = 0;               // its second argument (a fcntl's command)
-  bool single_thread = false;  // the process had one thread when read
-};
-BlockedIn blocked_in_of(int pid);
-
-// Whether process `pid` had not begun to exit when read (/proc/PID/stat: not
-// a zombie, and not PF_EXITING, which the kernel sets before it releases the
-// process's locks, files and robust futexes). False if it cannot be read.
-bool not_exiting(int pid);
-
 class EventLog {
  public:
   EventLog() = default;

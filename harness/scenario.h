@@ -135,12 +135,7 @@ struct Scenario {
   Ms barrier_deadline{3000};
   Ms liveness{1000};  // a gone barrier participant is noticed by everyone within this (+ slack)
   Ms release{0};      // once a round is released every waiter leaves within this; 0: not judged
-  // ops.no-spin: the CPU a waiting op may run before it must have slept most
-  // of its time (TrialMeta::spin_budget_ns). A correct native op ran at most
-  // 14 ms, and none that ran more than a tenth of its time ran 10 ms
-  // (docs/worker-protocol.md); under load a spinner gets a small share of a
-  // CPU, so the budget is what decides how soon one shows.
-  Ms spin{40};
+  Ms spin{40};        // ops.no-spin's budget (TrialMeta::spin_budget_ns, and why 40 ms)
   // Aligned start: the supervisor opens the trial's start gate when every
   // worker reported `ready`, or after this long (recorded).
   Ms start{30000};

@@ -91,29 +91,40 @@ inline bool value_matches(const Json& e, const Json& want) {
   return true;
 }
 
-// /proc/<pid>/stat after the command's closing parenthesis (the command may
-// hold spaces and parentheses itself), from the field after it, the state.
-// False if the process is gone.
-inline bool stat_fields(pid_t pid, std::string* out) {
-  char path[64], buf[1024];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+// The text of /proc/<pid>/<name> (a small file: its first KB). False if the
+// process is gone or the file cannot be read.
+inline bool proc_file(pid_t pid, const char* name, char (&buf)[1024]) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/%s", static_cast<int>(pid), name);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   ssize_t n = ::read(fd, buf, sizeof buf - 1);
   ::close(fd);
   if (n <= 0) return false;
   buf[n] = 0;
+  return true;
+}
+
+// /proc/<pid>/stat after the command's closing parenthesis (the command may
+// hold spaces and parentheses itself), from the field after it, the state.
+// False if the process is gone.
+inline bool stat_fields(pid_t pid, std::string* out) {
+  char buf[1024];
+  if (!proc_file(pid, "stat", buf)) return false;
   const char* p = std::strrchr(buf, ')');
   if (!p || p[1] != ' ') return false;
   out->assign(p + 2);
   return true;
 }
 
-// /proc/<pid>/stat after the command: state, ppid, pgrp and (field 22) the
-// start time in clock ticks. False if the process is gone.
+// /proc/<pid>/stat after the command: state, ppid, pgrp, the kernel's flags,
+// the number of threads and (field 22) the start time in clock ticks. False
+// if the process is gone.
 struct ProcStat {
   char state = 0;
   int ppid = 0, pgrp = 0;
+  unsigned long flags = 0;
+  long threads = 0;
   std::uint64_t start = 0;
 };
 inline bool proc_stat(pid_t pid, ProcStat* out) {
@@ -123,8 +134,8 @@ inline bool proc_stat(pid_t pid, ProcStat* out) {
   // stime cutime cstime priority nice threads itrealvalue starttime
   unsigned long long start = 0;
   if (std::sscanf(f.c_str(),
-                  "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                  &out->state, &out->ppid, &out->pgrp, &start) != 4) {
+                  "%c %d %d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %ld %*d %llu",
+                  &out->state, &out->ppid, &out->pgrp, &out->flags, &out->threads, &start) != 6) {
     return false;
   }
   out->start = start;
@@ -149,6 +160,34 @@ inline bool ended_by_harness(bool killed_by_harness, int last_signal, int sig) {
 inline bool running(pid_t pid) {
   char st = 0;
   return proc_state(pid, &st) && st != 'Z' && st != 'X';
+}
+
+// Whether the process, as `ps` read it, had not begun to exit: no zombie, and
+// not PF_EXITING, which the kernel sets before it releases the process's
+// locks, files and robust futexes. So whatever it held, it still held then.
+inline bool not_exiting(const ProcStat& ps) {
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return ps.state != 'Z' && ps.state != 'X' && ps.state != 'x' && (ps.flags & kPfExiting) == 0;
+}
+
+// The system call a process's main thread is in, from /proc/<pid>/syscall,
+// which names one only once the thread is off the CPU (sleeping, stopped, or
+// preempted inside the call): nr -1 when it is running, in none, or gone.
+struct BlockedIn {
+  long nr = -1;
+  long arg1 = 0;  // its second argument (a fcntl's command)
+};
+inline BlockedIn blocked_in_of(pid_t pid) {
+  BlockedIn b;
+  char buf[1024];
+  // "NR ARG1 ARG2 ... SP PC", "-1 SP PC" outside any call, "running".
+  long nr = -1, arg1 = 0;
+  if (proc_file(pid, "syscall", buf) && std::sscanf(buf, "%ld 0x%*lx 0x%lx", &nr, &arg1) >= 1 &&
+      nr >= 0) {
+    b.nr = nr;
+    b.arg1 = arg1;
+  }
+  return b;
 }
 
 // The wait status of a zombie that is not our child, as its parent's
@@ -327,12 +366,13 @@ class OpenOps {
   std::map<int, std::map<std::int64_t, Open>> open_;
 };
 
-// Whether a native worker blocked as `b` says has written every line it
-// stamped: it waits in a call of the subject or the workload (a robust mutex
-// or a futex word, a sleep, a file lock), none of which its logging makes,
-// and has one thread. Not read or poll: a worker preempted inside its read
-// of schedstat, between a stamp and the write, shows that call too.
-bool sleeps_between_lines(const BlockedIn& b);
+// Whether a native worker blocked as `b` says, with `threads` threads, has
+// written every line it stamped: it waits in a call of the subject or the
+// workload (a robust mutex or a futex word, a sleep, a file lock), none of
+// which its logging makes, and has one thread (a second could be writing).
+// Not read or poll: a worker preempted inside its read of schedstat, between
+// a stamp and the write, shows that call too.
+bool sleeps_between_lines(const BlockedIn& b, long threads);
 
 class Supervisor {
  public:

@@ -1,4 +1,4 @@
-// What a running worker's CPU shows.
+// What a running worker shows: its CPU, the call it waits in, that it lives.
 //
 // An op that spins (a wait that retries without sleeping) writes nothing
 // while it spins, so the history cannot show it until the op ends, which may
@@ -55,8 +55,8 @@ constexpr std::int64_t kAliveEveryNs = 100'000'000;
 constexpr std::size_t kMaxLooks = 256;
 }  // namespace
 
-bool sleeps_between_lines(const BlockedIn& b) {
-  if (!b.single_thread) return false;
+bool sleeps_between_lines(const BlockedIn& b, long threads) {
+  if (threads != 1) return false;
   switch (b.nr) {
     case SYS_futex:
 #ifdef SYS_futex_waitv
@@ -140,13 +140,16 @@ void Supervisor::look_at_silent(std::int64_t now) {
     const std::optional<std::int64_t> last = cut_point_.last_line(w.self_pid);
     if (!last || now - *last < kSilentNs) continue;
     const std::int64_t before = mono_ns();
-    if (sleeps_between_lines(blocked_in_of(pid))) {
+    const BlockedIn blocked = blocked_in_of(pid);
+    ProcStat ps;
+    const bool read = proc_stat(pid, &ps);  // after the call it is in: its threads then
+    if (read && sleeps_between_lines(blocked, ps.threads)) {
       auto& b = blocked_quiet_[pid];
       b = std::max(b, before);
     }
     auto& said = alive_said_[pid];
     if (said < w.spawned_t) said = 0;  // a dead process that had this pid
-    if (before - said >= kAliveEveryNs && not_exiting(pid)) {
+    if (read && before - said >= kAliveEveryNs && not_exiting(ps)) {
       log_.emit({{"type", "alive"},
                  {"t", before},
                  {"pid", w.self_pid},

@@ -1,5 +1,5 @@
-// What a look at a silent worker reads (blocked_in_of, not_exiting) and what
-// it concludes (sleeps_between_lines): a worker blocked in a wait its logging
+// What a look at a silent worker reads (blocked_in_of, proc_stat) and what
+// it concludes (sleeps_between_lines, not_exiting): a worker blocked in a wait its logging
 // never makes has written every line it stamped, so a cut may pass it without
 // waiting for its next line; one that has not begun to exit is alive. Real
 // processes, each blocked in the call it names.
@@ -69,6 +69,18 @@ class Child {
   bool ready_ = false;
 };
 
+// Its threads as /proc/<pid>/stat counts them (0: gone).
+long Threads(pid_t pid) {
+  ProcStat ps;
+  return proc_stat(pid, &ps) ? ps.threads : 0;
+}
+
+// Whether the process had not begun to exit, as the `alive` look reads it.
+bool NotExiting(pid_t pid) {
+  ProcStat ps;
+  return proc_stat(pid, &ps) && not_exiting(ps);
+}
+
 TEST(SleepsBetweenLines, AWorkerWaitingOnAFutexWordHasWrittenEveryLine) {
   Child c([] {
     static int word = 0;
@@ -77,8 +89,8 @@ TEST(SleepsBetweenLines, AWorkerWaitingOnAFutexWordHasWrittenEveryLine) {
   ASSERT_TRUE(c.ready());
   const BlockedIn b = c.once_in(SYS_futex);
   EXPECT_EQ(b.nr, SYS_futex);
-  EXPECT_TRUE(b.single_thread);
-  EXPECT_TRUE(sleeps_between_lines(b));
+  EXPECT_EQ(Threads(c.pid()), 1);
+  EXPECT_TRUE(sleeps_between_lines(b, Threads(c.pid())));
 }
 
 TEST(SleepsBetweenLines, AWorkerInItsHoldsSleepHasWrittenEveryLine) {
@@ -88,7 +100,7 @@ TEST(SleepsBetweenLines, AWorkerInItsHoldsSleepHasWrittenEveryLine) {
   ASSERT_TRUE(c.ready());
   const BlockedIn b = c.once_in(SYS_clock_nanosleep);
   EXPECT_EQ(b.nr, SYS_clock_nanosleep);
-  EXPECT_TRUE(sleeps_between_lines(b));
+  EXPECT_TRUE(sleeps_between_lines(b, Threads(c.pid())));
 }
 
 TEST(SleepsBetweenLines, AWorkerWaitingForAFileLockHasWrittenEveryLine) {
@@ -105,7 +117,7 @@ TEST(SleepsBetweenLines, AWorkerWaitingForAFileLockHasWrittenEveryLine) {
     EXPECT_TRUE(c.ready());
     const BlockedIn b = c.once_in(SYS_flock);
     EXPECT_EQ(b.nr, SYS_flock);
-    EXPECT_TRUE(sleeps_between_lines(b));
+    EXPECT_TRUE(sleeps_between_lines(b, Threads(c.pid())));
   }
   ::close(fd);
   fs::remove(path);
@@ -124,7 +136,7 @@ TEST(SleepsBetweenLines, AReadMayBeTheLoggingsOwnAndSaysNothing) {
     EXPECT_TRUE(c.ready());
     const BlockedIn b = c.once_in(SYS_read);
     EXPECT_EQ(b.nr, SYS_read);
-    EXPECT_FALSE(sleeps_between_lines(b));
+    EXPECT_FALSE(sleeps_between_lines(b, Threads(c.pid())));
   }
   ::close(p[0]);
   ::close(p[1]);
@@ -140,14 +152,12 @@ TEST(SleepsBetweenLines, ASecondThreadMayBeWritingWhileTheFirstSleeps) {
   ASSERT_TRUE(c.ready());
   // Until the thread exists the process has one, and the rule would hold.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  BlockedIn b;
-  do {
-    b = blocked_in_of(c.pid());
-  } while ((b.nr != SYS_clock_nanosleep || b.single_thread) &&
-           std::chrono::steady_clock::now() < until);
+  while (Threads(c.pid()) != 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  const BlockedIn b = c.once_in(SYS_clock_nanosleep);
   EXPECT_EQ(b.nr, SYS_clock_nanosleep);
-  EXPECT_FALSE(b.single_thread);
-  EXPECT_FALSE(sleeps_between_lines(b));
+  EXPECT_EQ(Threads(c.pid()), 2);
+  EXPECT_FALSE(sleeps_between_lines(b, Threads(c.pid())));
 }
 
 TEST(SleepsBetweenLines, AWorkerThatRunsIsInNoWait) {
@@ -158,7 +168,7 @@ TEST(SleepsBetweenLines, AWorkerThatRunsIsInNoWait) {
   ASSERT_TRUE(c.ready());
   for (int i = 0; i < 200; ++i) {
     const BlockedIn b = blocked_in_of(c.pid());
-    EXPECT_FALSE(sleeps_between_lines(b)) << "read as blocked in " << b.nr;
+    EXPECT_FALSE(sleeps_between_lines(b, Threads(c.pid()))) << "read as blocked in " << b.nr;
   }
   EXPECT_EQ(blocked_in_of(-5).nr, -1);  // no such process
 }
@@ -170,29 +180,28 @@ TEST(NotExiting, ALiveProcessIsAndAZombieIsNot) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(10));
   });
   ASSERT_TRUE(c.ready());
-  EXPECT_TRUE(not_exiting(c.pid()));
+  EXPECT_TRUE(NotExiting(c.pid()));
   const pid_t z = ::fork();
   if (z == 0) ::_exit(0);
   ASSERT_GT(z, 0);
   siginfo_t si{};
   ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(z), &si, WEXITED | WNOWAIT), 0);  // a zombie now
-  EXPECT_FALSE(not_exiting(z));
+  EXPECT_FALSE(NotExiting(z));
   ::waitpid(z, nullptr, 0);
-  EXPECT_FALSE(not_exiting(z));  // reaped: no such process
+  EXPECT_FALSE(NotExiting(z));  // reaped: no such process
 }
 
 TEST(SleepsBetweenLines, AFcntlCountsOnlyWhenItWaitsForALock) {
   BlockedIn b;
-  b.single_thread = true;
   b.nr = SYS_fcntl;
   b.arg1 = F_SETLKW;
-  EXPECT_TRUE(sleeps_between_lines(b));
+  EXPECT_TRUE(sleeps_between_lines(b, 1));
   b.arg1 = F_OFD_SETLKW;
-  EXPECT_TRUE(sleeps_between_lines(b));
+  EXPECT_TRUE(sleeps_between_lines(b, 1));
   b.arg1 = F_GETFL;
-  EXPECT_FALSE(sleeps_between_lines(b));
+  EXPECT_FALSE(sleeps_between_lines(b, 1));
   b.arg1 = F_SETLK;
-  EXPECT_FALSE(sleeps_between_lines(b));
+  EXPECT_FALSE(sleeps_between_lines(b, 1));
 }
 
 }  // namespace

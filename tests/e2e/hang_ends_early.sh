@@ -5,8 +5,12 @@
 # survivors wait forever; the supervisor ends the trial once every live
 # worker's barrier op is past its deadline + grace + margin (2 + 2 + 1 s),
 # far below the scenario's 15 s timeout, and barrier.liveness still calls it
-# a hang. Then the same with a pause in every trial (`sometimes`, probability
-# 1: a few ms stopped at a failpoint): a worker's own stop is left out of its
+# a hang. Then the same with every rank stopping itself for a few ms inside
+# each of its barrier waits (pause-at-point at crash/barrier/wait/after-enter,
+# every pass of the 20 rounds; the same self-stop `sometimes` makes, but at a
+# point every survivor surely passes, also inside the wait that hangs - a
+# random `sometimes` point is passed or not as the ranks happen to race, and
+# under load no trial of four paused): a worker's own stop is left out of its
 # op's time, as the checkers leave it out, and no longer keeps the watcher
 # off. Control: the stock worker, same seeds and trials, ends no trial early.
 # usage: hang_ends_early.sh SHMSTRESS VARIANT_WORKER
@@ -16,7 +20,11 @@ BIN=$1 VARIANT=$2
 
 paused="$SCRATCH/paused/barrier-kill.toml"
 mkdir -p "$SCRATCH/paused"
-{ cat scenarios/barrier-kill.toml; printf '\n[[fault]]\nkind = "sometimes"\nprobability = 1.0\n'; } >"$paused"
+{
+  cat scenarios/barrier-kill.toml
+  printf '\n[[fault]]\nkind = "pause-at-point"\npoint = "crash/barrier/wait/after-enter"\n'
+  printf 'target = "each"\nnth = [%s]\nhold = "2-10ms"\n' "$(seq -s, 1 20)"
+} >"$paused"
 
 for case in plain paused; do
   scenario=scenarios/barrier-kill.toml
@@ -39,10 +47,18 @@ for h in sorted(glob.glob(sys.argv[1] + '/barrier-kill/trial-*/history.jsonl')):
     print(f'{h}: ended after {took:.1f} s ({hung[0]["hung"][:90]}...), invalid: {bad}')
     if took >= 10 or 'barrier.liveness' not in bad:
         sys.exit(f'{h}: ended after {took:.1f} s, invalid {bad}')
-    stops = [e for e in ev if e.get('type') == 'fault' and e.get('kind') == 'sometimes' and e.get('phase') == 'start']
+    # Only a trial where a survivor stopped inside the wait that hung proves
+    # the point: a stop after the invoke of an op that never completed.
+    done = {(e['pid'], e['id']) for e in ev if e.get('type') in ('ok', 'fail')}
+    open_since = {e['pid']: e['t'] for e in ev
+                  if e.get('type') == 'invoke' and (e['pid'], e['id']) not in done}
+    stops = [e for e in ev if e.get('type') == 'fault' and e.get('kind') == 'pause-at-point'
+             and e.get('phase') == 'start' and e.get('effect') == 'stopped'
+             and e['pid'] in open_since and e['t'] > open_since[e['pid']]]
     if sys.argv[2] == 'paused' and not stops:
-        continue  # no pause happened in it: it proves nothing here
+        continue
     early += 1
+print(f'{early} hung trials ended early ({sys.argv[2]})')
 sys.exit(0 if early > 0 else 'no trial ended early')
 PYEOF
 
