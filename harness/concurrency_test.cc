@@ -158,5 +158,15 @@ TEST(DefaultMaxParallel, IsSixteenPerCoreForNativeWorkersAndOnePerCoreWithAnExte
   EXPECT_EQ(default_max_parallel({streaming}, o, 2), 5);
 }
 
+TEST(StartOrder, ACostlyScenarioStartsAfterItsRoundsOthersTheRestKeepTheirOrder) {
+  std::vector<Scenario> s(5);
+  const char* names[] = {"launcher", "a", "window", "b", "c"};
+  const int every[] = {40, 1, 5, 1, 1};
+  for (int i = 0; i < 5; ++i) s[i].name = names[i], s[i].every = every[i];
+  std::vector<std::string> got;
+  for (const Scenario* p : start_order(s)) got.push_back(p->name);
+  EXPECT_EQ(got, (std::vector<std::string>{"a", "b", "c", "launcher", "window"}));
+}
+
 }  // namespace
 }  // namespace harness

@@ -89,13 +89,10 @@ std::string expand_job(std::string s, int job) {
   return s;
 }
 
-TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
+TrialPlan unseeded_plan(const Scenario& s) {
   TrialPlan p;
   p.scenario = s.name;
   p.scenario_file = s.file;
-  p.trial = trial;
-  p.run_seed = run_seed;
-  p.seed = derive_seed(run_seed, s.name, static_cast<std::uint64_t>(trial));
   p.timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.trial_timeout).count();
   p.final_cleanup = s.final_cleanup;
   p.gate_timeout_ns = std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(s.start).count(), p.timeout_ns);
@@ -131,7 +128,6 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
       lp.job = static_cast<int>(j);
       lp.kind = js.launcher.kind;
       lp.max_restarts = js.launcher.max_restarts;
-      if (!js.launcher.default_run_id) lp.run_id = "job" + std::to_string(j) + "-" + std::to_string(p.seed % 1000000007ULL);
       lp.teardown_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(js.launcher.teardown).count();
       p.launchers.push_back(lp);
     }
@@ -162,12 +158,32 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
       e["SHMSTRESS_DIRS"] = dirs.dump();
       if (!js.root_suffix.empty()) e["SHMSTRESS_ROOT_SUFFIX"] = js.root_suffix;
       e["SHMSTRESS_OPS"] = ops.dump();
-      e["SHMSTRESS_SEED"] = std::to_string(derive_seed(p.seed, "worker", j * 1000 + r));
       e["SHMSTRESS_ACQUIRE_TIMEOUT_MS"] = std::to_string(s.acquire_deadline.count());
       e["SHMSTRESS_BARRIER_TIMEOUT_MS"] = std::to_string(s.barrier_deadline.count());
       p.workers.push_back(std::move(wp));
     }
   }
+  return p;
+}
+
+void seed_plan(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial) {
+  p.trial = trial;
+  p.run_seed = run_seed;
+  p.seed = derive_seed(run_seed, s.name, static_cast<std::uint64_t>(trial));
+  for (auto& lp : p.launchers) {
+    if (!s.jobs[static_cast<std::size_t>(lp.job)].launcher.default_run_id)
+      lp.run_id = "job" + std::to_string(lp.job) + "-" + std::to_string(p.seed % 1000000007ULL);
+  }
+  for (auto& wp : p.workers) {
+    wp.env["SHMSTRESS_SEED"] = std::to_string(derive_seed(
+        p.seed, "worker",
+        static_cast<std::uint64_t>(wp.job) * 1000 + static_cast<std::uint64_t>(wp.rank)));
+  }
+}
+
+TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial) {
+  TrialPlan p = unseeded_plan(s);
+  seed_plan(p, s, run_seed, trial);
   return p;
 }
 

@@ -161,6 +161,13 @@ std::uint64_t derive_seed(std::uint64_t parent, const std::string& salt, std::ui
 
 // Builds the plan without faults (topology + workload); injectors then add to it.
 TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial);
+// base_plan in two steps: what every trial of the scenario shares, then what
+// its seeds decide (the trial's and each worker's seed, a launcher's run id).
+// Building the first once and copying it is what makes a load's validation
+// (kValidationTrials plans per scenario) cheap: base_plan builds the workers'
+// JSON environment each time.
+TrialPlan unseeded_plan(const Scenario& s);
+void seed_plan(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial);
 
 // The launcher that starts `job`'s ranks, if any.
 const LauncherPlan* launcher_of(const TrialPlan& p, int job);

@@ -107,8 +107,12 @@ std::optional<std::string> faults_conflict(const Scenario& s, const std::string&
     }
     sometimes_at = fault.line;
   }
+  // One plan assigned over and over: the assignment reuses its maps' nodes.
+  const TrialPlan unseeded = unseeded_plan(s);
+  TrialPlan plan;
   for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
-    TrialPlan plan = base_plan(s, 1, trial);
+    plan = unseeded;
+    seed_plan(plan, s, 1, trial);
     Rng rng(plan.seed);
     std::map<std::string, int> seeded;  // "where:name" -> the line of the fault that seeds it
     for (const auto& fault : s.faults) {
@@ -181,13 +185,15 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
     }
     for (const auto& w : s->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     // Each fault on its own: its parameters.
+    const TrialPlan unseeded = unseeded_plan(*s);
     for (const auto& fault : s->faults) {
       const InjectorInfo* inj = find_injector(fault.kind);
       if (!inj) {
         *err = f + ":" + std::to_string(fault.line) + ": unknown fault kind '" + fault.kind + "' (see `shmstress list`)";
         return false;
       }
-      TrialPlan scratch = base_plan(*s, 1, 0);
+      TrialPlan scratch = unseeded;
+      seed_plan(scratch, *s, 1, 0);
       Rng rng(1);
       if (auto why = inj->plan(fault, *s, rng, scratch)) {
         int line = fault.line;
@@ -466,6 +472,15 @@ int default_max_parallel(const std::vector<Scenario>& scenarios, const RunOption
   return std::min(256, (external ? kTrialsPerCoreExternal : kTrialsPerCore) * std::max(1, cores));
 }
 
+std::vector<const Scenario*> start_order(const std::vector<Scenario>& scenarios) {
+  std::vector<const Scenario*> order;
+  for (const auto& s : scenarios) order.push_back(&s);
+  std::stable_sort(order.begin(), order.end(), [](const Scenario* a, const Scenario* b) {
+    return (a->every > 1) < (b->every > 1);
+  });
+  return order;
+}
+
 RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   RunResult r;
   r.seed = opt.seed ? opt.seed : std::random_device{}() | (static_cast<std::uint64_t>(std::random_device{}()) << 32);
@@ -527,8 +542,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // Shard i of n runs the trial indices congruent to i mod n: shards with the
   // same seed split the seed space with no overlap and no gap.
   const int shards = std::max(1, opt.shard_count), shard = opt.shard_index;
+  const std::vector<const Scenario*> order = start_order(scenarios);
   auto enqueue_round = [&](int round_base, int per) {
-    for (const auto& s : scenarios) {
+    for (const Scenario* sp : order) {
+      const Scenario& s = *sp;
       // --trials N gives a costly scenario (every = k) its share, N / k, at least one.
       int n = opt.trials > 0 ? std::max(1, (opt.trials + s.every - 1) / s.every) : s.default_trials;
       if (opt.only_trial) {
@@ -538,7 +555,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       if (per > 0) {  // duration mode: round r is this shard's r-th index
         // A costly scenario joins every s.every-th round: its own trial
         // indices stay consecutive (round r runs its (r / every)-th).
-        if (round_base % s.every == 0) queue.push_back({&s, (round_base / s.every) * shards + shard});
+        if (round_base % s.every == 0)
+          queue.push_back({&s, (round_base / s.every) * shards + shard});
         continue;
       }
       for (int i = shard; i < n; i += shards) queue.push_back({&s, i});
@@ -805,12 +823,17 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     Running done = std::move(it->second);
     running.erase(it);
     std::error_code rm_ec;  // a dir that cannot be removed stays: nothing to decide on it
-    TrialResult t = check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed, &done.actions);
-    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
+    // Cut short by the run's stop (a signal, or --stop-on-violation): neither
+    // a result nor a harness failure, and not checked - the run's exit waits
+    // for every such trial, and judging what it wrote decides nothing.
     if (stopping() && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-      fs::remove_all(done.dir, rm_ec);  // cut short by the user: neither a result nor a harness failure
+      fs::remove_all(done.dir, rm_ec);
       continue;
     }
+    TrialResult t =
+        check_trial_dir(*done.p.s, done.dir, done.p.trial, r.seed, done.seed, &done.actions);
+    t.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
     if (done.killed_hung) {
       t.harness_error = true;
       t.harness_error_text += fmt::format("the trial supervisor hung: killed {} s past the trial's timeout; ",

@@ -162,8 +162,8 @@ TEST(SleepsBetweenLines, ASecondThreadMayBeWritingWhileTheFirstSleeps) {
 
 TEST(SleepsBetweenLines, AWorkerThatRunsIsInNoWait) {
   Child c([] {
-    for (volatile unsigned long i = 0;; i = i + 1) {
-    }
+    volatile unsigned long spins = 0;
+    for (;;) spins = spins + 1;
   });
   ASSERT_TRUE(c.ready());
   for (int i = 0; i < 200; ++i) {

@@ -18,6 +18,7 @@
 
 #include "harness/files.h"
 #include "reports/reports.h"
+#include "reports/throttle.h"
 
 namespace reports {
 namespace {
@@ -309,11 +310,13 @@ class LiveMetricsFile : public harness::RunSubscriber {
  public:
   explicit LiveMetricsFile(std::string path) : path_(std::move(path)) {}
   void trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) override {
+    if (!throttle_.due(std::chrono::steady_clock::now())) return;
     (void)write_metrics_live(so_far, path_);  // the final write (by the caller) reports failures
   }
 
  private:
   std::string path_;
+  Throttle throttle_{kLiveRewriteEvery};
 };
 
 }  // namespace

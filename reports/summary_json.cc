@@ -5,6 +5,7 @@
 
 #include "harness/triage.h"
 #include "reports/reports.h"
+#include "reports/throttle.h"
 
 namespace reports {
 namespace {
@@ -19,8 +20,12 @@ Json quantiles(const harness::QuantileSketch& q) {
 class LiveSummary : public harness::RunSubscriber {
  public:
   void trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) override {
+    if (!throttle_.due(std::chrono::steady_clock::now())) return;
     (void)write_summary(so_far, so_far.out_dir + "/summary.json");  // the final write (by the caller) reports failures
   }
+
+ private:
+  Throttle throttle_{kLiveRewriteEvery};
 };
 
 Json expires_json(const std::optional<harness::Day>& d) {

@@ -5,14 +5,16 @@
 // within the sketch's relative error.
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
 #include <random>
 
+#include "harness/summary.h"
 #include "harness/triage.h"
 #include "reports/reports.h"
-#include "harness/summary.h"
+#include "reports/throttle.h"
 
 namespace reports {
 namespace {
@@ -382,6 +384,37 @@ TEST(SummaryJson, TheStoredDecoderReadsBackWhatItWrites) {
     EXPECT_EQ(dir.rfind("/runs/r/", 0), 0u) << dir;
     EXPECT_EQ(reproduce.rfind("shmstress run s.toml --seed 5 --trial ", 0), 0u) << reproduce;
   }
+}
+
+TEST(Throttle, IsDueFirstThenOnlyOnceTheIntervalHasPassed) {
+  using std::chrono::milliseconds;
+  const std::chrono::steady_clock::time_point t0{std::chrono::seconds(100)};
+  Throttle th(milliseconds(1000));
+  EXPECT_TRUE(th.due(t0));
+  EXPECT_FALSE(th.due(t0 + milliseconds(1)));
+  EXPECT_FALSE(th.due(t0 + milliseconds(999)));
+  EXPECT_TRUE(th.due(t0 + milliseconds(1000)));
+  EXPECT_FALSE(th.due(t0 + milliseconds(1500)));  // counted from the last write, not from t0
+  EXPECT_TRUE(th.due(t0 + milliseconds(2000)));
+}
+
+// A soak's summary.json is written after its first trial (a watcher sees the
+// run at once), then not again within kLiveRewriteEvery.
+TEST(LiveSummary, WritesAfterTheFirstTrialThenAtMostOnceAnInterval) {
+  char tmpl[] = "/tmp/shmstress-live-summary-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, file = dir + "/summary.json";
+  harness::RunResult r;
+  r.out_dir = dir;
+  auto live = live_summary();
+  live->trial_finished(harness::TrialResult{}, r);
+  const bool first = std::filesystem::exists(file);
+  std::filesystem::remove(file);
+  live->trial_finished(harness::TrialResult{}, r);
+  const bool second = std::filesystem::exists(file);
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(first);
+  EXPECT_FALSE(second);
 }
 
 }  // namespace
