@@ -94,8 +94,10 @@ constexpr std::chrono::seconds kSupervisorGrace{60};
 constexpr int kValidationTrials = 256;
 
 // "file:line: why" if the scenario's faults, planned together into one trial
-// as run() plans them, conflict in some trial.
-std::optional<std::string> faults_conflict(const Scenario& s, const std::string& f) {
+// as run() plans them, conflict in some trial. `unseeded` is
+// unseeded_plan(s), built once by the caller.
+std::optional<std::string> faults_conflict(const Scenario& s, const std::string& f,
+                                           const TrialPlan& unseeded) {
   // A trial takes one `sometimes` (plan_sometimes, after every other fault):
   // a second would be dropped without a word.
   int sometimes_at = 0;
@@ -108,7 +110,6 @@ std::optional<std::string> faults_conflict(const Scenario& s, const std::string&
     sometimes_at = fault.line;
   }
   // One plan assigned over and over: the assignment reuses its maps' nodes.
-  const TrialPlan unseeded = unseeded_plan(s);
   TrialPlan plan;
   for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
     plan = unseeded;
@@ -209,7 +210,7 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
     // that seed one file (a second holder of a held lock would wait forever),
     // are refused here, never one silently dropped. Targets drawn at random
     // are drawn as kValidationTrials trials would draw them.
-    if (auto why = faults_conflict(*s, f)) {
+    if (auto why = faults_conflict(*s, f, unseeded)) {
       *err = *why;
       return false;
     }

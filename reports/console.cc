@@ -3,6 +3,7 @@
 
 #include "harness/scenario.h"
 #include "reports/reports.h"
+#include "reports/throttle.h"
 
 namespace reports {
 namespace {
@@ -52,11 +53,13 @@ namespace {
 
 class ProgressLine : public harness::RunSubscriber {
  public:
-  ProgressLine(std::FILE* out, bool tty, bool color) : out_(out), tty_(tty), color_(color) {}
+  ProgressLine(std::FILE* out, bool tty, bool color)
+      : out_(out),
+        tty_(tty),
+        color_(color),
+        throttle_(tty ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000)) {}
   void progress(const Progress& p) override {
-    auto now = std::chrono::steady_clock::now();
-    if (!p.final && now - last_ < (tty_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000))) return;
-    last_ = now;
+    if (!throttle_.due(std::chrono::steady_clock::now()) && !p.final) return;
     console_progress(out_, p, tty_, color_);
   }
   void run_finished(const harness::RunResult&) override {
@@ -66,7 +69,7 @@ class ProgressLine : public harness::RunSubscriber {
  private:
   std::FILE* out_;
   bool tty_, color_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  Throttle throttle_;
 };
 
 }  // namespace

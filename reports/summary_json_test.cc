@@ -14,7 +14,6 @@
 #include "harness/summary.h"
 #include "harness/triage.h"
 #include "reports/reports.h"
-#include "reports/throttle.h"
 
 namespace reports {
 namespace {
@@ -384,18 +383,6 @@ TEST(SummaryJson, TheStoredDecoderReadsBackWhatItWrites) {
     EXPECT_EQ(dir.rfind("/runs/r/", 0), 0u) << dir;
     EXPECT_EQ(reproduce.rfind("shmstress run s.toml --seed 5 --trial ", 0), 0u) << reproduce;
   }
-}
-
-TEST(Throttle, IsDueFirstThenOnlyOnceTheIntervalHasPassed) {
-  using std::chrono::milliseconds;
-  const std::chrono::steady_clock::time_point t0{std::chrono::seconds(100)};
-  Throttle th(milliseconds(1000));
-  EXPECT_TRUE(th.due(t0));
-  EXPECT_FALSE(th.due(t0 + milliseconds(1)));
-  EXPECT_FALSE(th.due(t0 + milliseconds(999)));
-  EXPECT_TRUE(th.due(t0 + milliseconds(1000)));
-  EXPECT_FALSE(th.due(t0 + milliseconds(1500)));  // counted from the last write, not from t0
-  EXPECT_TRUE(th.due(t0 + milliseconds(2000)));
 }
 
 // A soak's summary.json is written after its first trial (a watcher sees the

@@ -1,5 +1,7 @@
-// How often a live file (summary.json, the metrics textfile) is rewritten
-// while a run goes on: after a trial, at most once per interval. A rewrite
+// How often a live output is refreshed while a run goes on: the progress
+// line (200 ms on a TTY, 5 s otherwise) and the live files (summary.json,
+// the metrics textfile), after a trial at most once per interval. A rewrite
+// of a live file
 // renders the whole run (every scenario's tally) on the run's one thread;
 // after every trial of a catalog's first round that was dozens of rewrites a
 // second, time the next trials waited for (issue 20 §4). The final write
