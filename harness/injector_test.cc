@@ -123,6 +123,74 @@ TEST_F(FaultParams, FaultsThatCannotShareATrialAreRefusedNamingTheSecond) {
             "to that one");
 }
 
+// The costly conflict check runs over every file at once, on two threads,
+// after the cheap checks: the error named is still the one the files, read in
+// order, meet first, and the scenarios before that file are the ones loaded.
+TEST_F(FaultParams, AcrossFilesTheErrorNamedIsTheFirstInFileOrder) {
+  const std::string conflict =
+      "description = \"x\"\n" + std::string(kJobs) +
+      "\n[[fault]]\nkind = \"init-lock\"\n[[fault]]\nkind = \"init-lock\"\n";
+  auto write = [&](const char* name, const std::string& text) {
+    const std::string f = (dir_ / name).string();
+    std::ofstream(f) << text;
+    return f;
+  };
+  const std::string ok = write("ok.toml", "description = \"x\"\n" + std::string(kJobs));
+  const std::string clash = write("clash.toml", conflict);
+  const std::string bogus = write("bogus.toml", "bogus = 1\n");
+  // Same name as ok.toml (a check that comes after the conflict check in a file).
+  const std::string twin = write("twin.toml", "name = \"ok\"\n" + conflict);
+  auto validate_all = [&](const std::vector<std::string>& files, std::vector<Scenario>* out) {
+    std::string err;
+    EXPECT_FALSE(load_and_validate(files, out, &err));
+    for (std::size_t at; (at = err.find(dir_.string() + "/")) != std::string::npos;) {
+      err.erase(at, dir_.string().size() + 1);
+    }
+    return err;
+  };
+  std::vector<Scenario> out;
+  EXPECT_EQ(
+      validate_all({ok, clash, bogus}, &out).rfind("clash.toml:12: seeds the segment init.lock", 0),
+      0u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].name, "ok");
+  out.clear();
+  EXPECT_EQ(validate_all({ok, bogus, clash}, &out).rfind("bogus.toml:1: unknown key 'bogus'", 0),
+            0u);
+  EXPECT_EQ(out.size(), 1u);
+  out.clear();
+  EXPECT_EQ(validate_all({ok, twin}, &out).rfind("twin.toml:13: seeds the segment init.lock", 0),
+            0u);
+  EXPECT_EQ(out.size(), 1u);
+  out.clear();
+  // Two conflicts, judged by either thread: the first file's is named.
+  const std::string clash2 = write("clash2.toml", conflict);
+  EXPECT_EQ(validate_all({clash, clash2}, &out).rfind("clash.toml:12:", 0), 0u);
+  EXPECT_EQ(out.size(), 0u);
+  EXPECT_EQ(validate_all({clash, ok, clash2}, &out).rfind("clash.toml:12:", 0), 0u);
+  EXPECT_EQ(out.size(), 0u);
+  EXPECT_EQ(validate_all({ok, clash2, clash}, &out).rfind("clash2.toml:12:", 0), 0u);
+  EXPECT_EQ(out.size(), 1u);
+  out.clear();
+  EXPECT_EQ(
+      validate_all({ok, write("twin2.toml",
+                              "name = \"ok\"\n" + std::string("description = \"x\"\n") + kJobs)},
+                   &out)
+          .rfind("twin2.toml: scenario name 'ok' is also ok.toml's", 0),
+      0u);
+  out.clear();
+  // Many files, one conflict near the end: found whichever thread judges it.
+  std::vector<std::string> many;
+  for (int i = 0; i < 9; ++i) {
+    many.push_back(write(("m" + std::to_string(i) + ".toml").c_str(),
+                         "description = \"x\"\n" + std::string(kJobs)));
+  }
+  many.push_back(clash);
+  many.push_back(bogus);
+  EXPECT_EQ(validate_all(many, &out).rfind("clash.toml:12:", 0), 0u);
+  EXPECT_EQ(out.size(), 9u);
+}
+
 TEST_F(FaultParams, WrongTypesAreErrorsAtTheirLine) {
   EXPECT_EQ(validate("kind = \"emfile\"\nlimit = \"6\""), ":12: 'limit' must be an integer in [3, 4096], not a string");
   EXPECT_EQ(validate("kind = \"fiu-errno\"\npoint = \"mutex/lock\"\nprobability = \"half\""),

@@ -10,11 +10,14 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "concurrency.h"
 #include "coverage.h"
@@ -110,9 +113,14 @@ std::optional<std::string> faults_conflict(const Scenario& s, const std::string&
     sometimes_at = fault.line;
   }
   // One plan assigned over and over: the assignment reuses its maps' nodes.
+  // The draws start from a plan without the workers' base environment: an
+  // injector's plan() reads only the keys it (or an earlier fault) sets, and
+  // copying every worker's protocol variables was a third of the load's CPU.
+  TrialPlan bare = unseeded;
+  for (auto& w : bare.workers) w.env.clear();
   TrialPlan plan;
   for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
-    plan = unseeded;
+    plan = bare;
     seed_plan(plan, s, 1, trial);
     Rng rng(plan.seed);
     std::map<std::string, int> seeded;  // "where:name" -> the line of the fault that seeds it
@@ -151,20 +159,80 @@ void install_stop_signals(bool restart) {
 
 bool stop_signalled() { return g_signalled != 0; }
 
+namespace {
+
+// One file's checks but the costly one (faults_conflict): "" if it passed
+// them all; `late` if it failed one that comes after faults_conflict in a
+// file's order of checks, so a conflict in the same file is named first.
+struct FileCheck {
+  std::string err;
+  bool late = false;
+};
+
+FileCheck check_file(const std::string& f, std::optional<Scenario>& s, const TrialPlan& unseeded,
+                     const std::vector<Scenario>& before) {
+  for (const auto& fault : s->faults) {
+    const InjectorInfo* inj = find_injector(fault.kind);
+    if (!inj)
+      return {f + ":" + std::to_string(fault.line) + ": unknown fault kind '" + fault.kind +
+              "' (see `shmstress list`)"};
+    TrialPlan scratch = unseeded;
+    seed_plan(scratch, *s, 1, 0);
+    Rng rng(1);
+    if (auto why = inj->plan(fault, *s, rng, scratch)) {
+      int line = fault.line;
+      for (const auto& [k, l] : fault.param_lines) {
+        if (why->find("'" + k + "'") != std::string::npos) line = l;
+      }
+      return {f + ":" + std::to_string(line) + ": " + *why};
+    }
+  }
+  if (!s->subject.empty()) {
+    std::string why;
+    auto subj = resolve_subject(s->subject, {f}, &why);
+    if (!subj) return {f + ":" + std::to_string(s->subject_line) + ": " + why, true};
+    s->subject_command = subj->command;
+    s->subject_root = subj->shm_root;
+    s->subject_shm_size = subj->shm_size;
+  }
+  // Trials are stored under <out>/<name>/: two scenarios of one name would
+  // write into each other's trial dirs.
+  for (const auto& other : before) {
+    if (other.name != s->name) continue;
+    return {
+        f + ": scenario name '" + s->name + "' is also " + other.file +
+            "'s: their trial dirs would collide (set a different 'name', or give the file once)",
+        true};
+  }
+  return {};
+}
+
+}  // namespace
+
 bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenario>* out, std::string* err) {
+  // Every check but faults_conflict runs file by file; faults_conflict (three
+  // quarters of the load's CPU: kValidationTrials draws a scenario) runs after,
+  // over the files that passed, on two threads, before the first trial: the
+  // time a user waits for a first violation starts at the command. The error
+  // named is the one the file-by-file order meets first, as before.
+  std::vector<TrialPlan> unseeded;
+  std::vector<std::vector<std::string>> warnings;  // each file's, printed once its fate is known
+  std::string stop_err;             // the first file that failed a cheap check, if any
+  std::optional<Scenario> stopped;  // that file, when its check came after faults_conflict
+  const std::size_t first_new = out->size();
   for (const auto& f : files) {
     ScenarioError e;
     auto s = load_scenario(f, &e);
     if (!s) {
-      *err = e.to_string();
-      return false;
+      stop_err = e.to_string();
+      break;
     }
     for (const auto* states : {&s->expect_reached, &s->expect_evidence}) {
       for (const auto& entry : *states) {
         for (std::size_t at = 0;;) {  // expect_evidence may list "a|b"
           std::size_t bar = entry.find('|', at);
           std::string st = entry.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
-          if (st.starts_with("fault:") && !find_injector(st.substr(6))) {
+          if (st.starts_with("fault:") && !find_injector(st.substr(6)) && stop_err.empty()) {
             // The parser checked the shape at the entry's line; the kinds are
             // known only here: name the first line that quotes the entry.
             int line = 0, n = 1;
@@ -175,65 +243,81 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
               }
               n += s->raw_toml[p] == '\n';
             }
-            *err = f + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": '" + st +
-                   "' names an unknown fault kind (see `shmstress list`)";
-            return false;
+            stop_err = f + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": '" + st +
+                       "' names an unknown fault kind (see `shmstress list`)";
           }
           if (bar == std::string::npos) break;
           at = bar + 1;
         }
       }
     }
-    for (const auto& w : s->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    // Each fault on its own: its parameters.
-    const TrialPlan unseeded = unseeded_plan(*s);
-    for (const auto& fault : s->faults) {
-      const InjectorInfo* inj = find_injector(fault.kind);
-      if (!inj) {
-        *err = f + ":" + std::to_string(fault.line) + ": unknown fault kind '" + fault.kind + "' (see `shmstress list`)";
-        return false;
+    if (!stop_err.empty()) break;
+    warnings.push_back(s->warnings);
+    TrialPlan plan = unseeded_plan(*s);
+    FileCheck c = check_file(f, s, plan, *out);
+    if (!c.err.empty()) {
+      stop_err = c.err;
+      if (c.late) {
+        stopped = std::move(s);
+        unseeded.push_back(std::move(plan));
       }
-      TrialPlan scratch = unseeded;
-      seed_plan(scratch, *s, 1, 0);
-      Rng rng(1);
-      if (auto why = inj->plan(fault, *s, rng, scratch)) {
-        int line = fault.line;
-        for (const auto& [k, l] : fault.param_lines) {
-          if (why->find("'" + k + "'") != std::string::npos) line = l;
-        }
-        *err = f + ":" + std::to_string(line) + ": " + *why;
-        return false;
-      }
+      break;
     }
-    // Then together, as every trial plans them: two faults that cannot share a
-    // rank or a job (two stops at a point, two containers for one job), or two
-    // that seed one file (a second holder of a held lock would wait forever),
-    // are refused here, never one silently dropped. Targets drawn at random
-    // are drawn as kValidationTrials trials would draw them.
-    if (auto why = faults_conflict(*s, f, unseeded)) {
-      *err = *why;
-      return false;
-    }
-    if (!s->subject.empty()) {
-      std::string why;
-      auto subj = resolve_subject(s->subject, {f}, &why);
-      if (!subj) {
-        *err = f + ":" + std::to_string(s->subject_line) + ": " + why;
-        return false;
-      }
-      s->subject_command = subj->command;
-      s->subject_root = subj->shm_root;
-      s->subject_shm_size = subj->shm_size;
-    }
-    // Trials are stored under <out>/<name>/: two scenarios of one name would
-    // write into each other's trial dirs.
-    for (const auto& other : *out) {
-      if (other.name != s->name) continue;
-      *err = f + ": scenario name '" + s->name + "' is also " + other.file +
-             "'s: their trial dirs would collide (set a different 'name', or give the file once)";
-      return false;
-    }
+    unseeded.push_back(std::move(plan));
     out->push_back(std::move(*s));
+  }
+  // Two faults that cannot share a rank or a job (two stops at a point, two
+  // containers for one job), or two that seed one file (a second holder of a
+  // held lock would wait forever), are refused here, never one silently
+  // dropped. Targets drawn at random are drawn as kValidationTrials trials
+  // would draw them.
+  const std::size_t n = unseeded.size();
+  auto scenario = [&](std::size_t i) -> const Scenario& {
+    return first_new + i < out->size() ? (*out)[first_new + i] : *stopped;
+  };
+  std::vector<std::optional<std::string>> conflict(n);
+  auto judge = [&](std::size_t from, std::size_t step) {
+    for (std::size_t i = from; i < n; i += step)
+      conflict[i] = faults_conflict(scenario(i), scenario(i).file, unseeded[i]);
+  };
+  // What the second thread throws is rethrown here, as the sequential code
+  // would have thrown it; a thread that cannot start leaves it all to this one.
+  std::exception_ptr thrown;
+  std::optional<std::thread> other;
+  if (n > 1) {
+    try {
+      other.emplace([&] {
+        try {
+          judge(1, 2);
+        } catch (...) {
+          thrown = std::current_exception();
+        }
+      });
+    } catch (const std::system_error&) {
+    }
+  }
+  if (other) {
+    try {
+      judge(0, 2);
+    } catch (...) {
+      other->join();
+      throw;
+    }
+    other->join();
+    if (thrown) std::rethrow_exception(thrown);
+  } else {
+    judge(0, 1);
+  }
+  for (std::size_t i = 0; i < warnings.size(); ++i) {
+    for (const auto& w : warnings[i]) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (i >= n || !conflict[i]) continue;
+    *err = *conflict[i];
+    out->erase(out->begin() + static_cast<std::ptrdiff_t>(first_new + i), out->end());
+    return false;
+  }
+  if (!stop_err.empty()) {
+    *err = stop_err;
+    return false;
   }
   return true;
 }
@@ -771,10 +855,17 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         cfg.shm_size = runs_run_subject(*p.s, opt) ? opt.subject_shm_size : p.s->subject_shm_size;
         cfg.allow_shared_shm = opt.allow_shared_shm;
         cfg.zygote_fd = zygote ? zygote->fd() : -1;
-        // What the supervisor judges while the trial runs: the native subject's only.
+        // A hang is judged from the history alone, by the scenario's deadlines,
+        // whatever the subject: any subject's trial may end once every live
+        // worker is past them (supervisor_hang.cc; it still stands aside while
+        // a process of the trial we did not start lives). The rest the
+        // supervisor judges while the trial runs is the native subject's only:
+        // a spin and a cut rest on what the native worker promises about its
+        // writes (cpu_run_ns at every invoke, kEmitCpuNs from a line's stamp
+        // to its write: supervisor_spin.cc).
+        const TrialMeta meta = meta_for(*p.s, plan.seed);
+        cfg.hang_after_ns = hang_bounds(meta);
         if (plan.subject == "native") {
-          const TrialMeta meta = meta_for(*p.s, plan.seed);
-          cfg.hang_after_ns = hang_bounds(meta);
           cfg.spin_budget_ns = meta.spin_budget_ns;
           // The first violation is all a --stop-on-violation run wants: a trial
           // may end at it (harness/cut.h). Not with a baseline (a known

@@ -11,7 +11,7 @@
 // last look comes when the last worker is gone. The run judges the record up
 // to the mark (check_trial_dir).
 //
-// Narrow, like the early end of a hung trial: the native subject only (the
+// Narrower than the early end of a hung trial: the native subject only (the
 // run sets cut_meta only for it), no launcher, no container (pids collide
 // across them), no process of the trial we did not start (a loader worker
 // writes lines we cannot bound), and not before every setting is logged.

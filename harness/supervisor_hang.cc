@@ -10,17 +10,18 @@
 // and the checkers judge the open ops exactly as they would have then.
 //
 // Deliberately narrow, so it never ends a trial that could still come out
-// otherwise: native subject only (the run sets hang_after_ns only for it), no
-// launcher, no container (their processes are not our children, or see
-// other pids), no process of the trial we did not start still alive (a
-// loader worker, a launched rank), and no worker stopped at the look. A
-// worker's own stops are not counted against its op's deadline, here as in
-// the checkers (checks::stopped_ns): the supervisor keeps each worker's
-// windows as it logs them (Worker::stops). A stop of another process counts,
-// as there: a subject must fail at its deadline while a peer is stopped.
-// Until 2026-11-29 any stop kept the watcher off, and the sometimes-on pauses
-// (a few ms, in many trials) left hung trials running to their timeout: a
-// barrier that never noticed a death was caught at 15 s instead of 5.
+// otherwise: only where the history holds every op's CPU wait (an external
+// subject's adapter writes cpu_wait_ns as the native worker does; an invoke
+// without it never counts as overdue), no launcher, no container (their processes are not our
+// children, or see other pids), no process of the trial we did not start still alive (a loader
+// worker, a launched rank), none of the workers dead for less than a second
+// (what it left behind may still act), and no worker stopped at the look. A worker's own stops are
+// not counted against its op's deadline, here as in the checkers (checks::stopped_ns): the
+// supervisor keeps each worker's windows as it logs them (Worker::stops). A stop of another process
+// counts, as there: a subject must fail at its deadline while a peer is stopped. Until 2026-11-29
+// any stop kept the watcher off, and the sometimes-on pauses (a few ms, in many trials) left hung
+// trials running to their timeout: a barrier that never noticed a death was caught at 15 s instead
+// of 5.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,6 +30,10 @@
 #include "supervisor_internal.h"
 
 namespace harness::supervision {
+
+namespace {
+constexpr std::int64_t kAfterDeathNs = 1'000'000'000;
+}  // namespace
 
 void OpenOps::update(const std::string& history) {
   tail_.read(history, [&](std::string_view line) {
@@ -58,6 +63,13 @@ std::string Supervisor::hangs(std::int64_t now, bool nothing_planned_left) {
   next_hang_look_ = now + 250'000'000;  // a look costs a read and a parse of what is new
   for (const auto& [pid, t] : tracked_) {
     if (t.alive) return "";
+  }
+  // A process the trial never announced may still act for a worker that
+  // just died: CPython's resource tracker unlinks its dead parent's segments
+  // within milliseconds, and the teardown would kill it first. A second
+  // after the last death, it has.
+  for (const auto& [pid, w] : workers_) {
+    if (!w.alive && w.exited_t > now - kAfterDeathNs) return "";
   }
   open_ops_.update(trial_dir_ + "/history.jsonl");
   std::string why;

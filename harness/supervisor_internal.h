@@ -263,6 +263,7 @@ struct Worker {
   pid_t self_pid = 0;  // its pid as it sees it (its container's), logged in events
   const WorkerPlan* plan = nullptr;  // null for the cleanup step
   bool alive = true;
+  std::int64_t exited_t = 0;  // when it was reaped (alive false)
   bool killed_by_harness = false;
   bool teardown = false;
   bool stopped_by_harness = false;  // a SIGSTOP of ours is in effect

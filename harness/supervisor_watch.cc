@@ -155,6 +155,7 @@ void Supervisor::reap() {
       continue;
     }
     w.alive = false;
+    w.exited_t = mono_ns();
     Json e = {{"type", "exit"}, {"job", w.job}, {"rank", w.rank}, {"pid", w.self_pid}};
     if (w.launcher) e["role"] = "launcher";
     if (WIFEXITED(st)) {

@@ -157,8 +157,11 @@ def classify(exc: BaseException) -> dict:
     lowered = text.lower()
     if isinstance(exc, GroupError):
         code = exc.code
-    elif isinstance(exc, KeyboardInterrupt):
-        code = 'interrupted'  # SIGINT (Ctrl-C) cut the op off; only a loader worker lives to say so
+    elif isinstance(exc, KeyboardInterrupt) or (isinstance(exc, RuntimeError) and text.startswith('KeyboardInterrupt')):
+        # SIGINT (Ctrl-C) cut the op off; only a loader worker lives to say so. A KeyboardInterrupt
+        # raised while libtorch's C++ holds the call (the DataLoader's SIGCHLD check, say) comes out
+        # as RuntimeError('KeyboardInterrupt: <EMPTY MESSAGE>'): the same interrupt.
+        code = 'interrupted'
     elif 'Reused local directory' in text:
         code = 'in-use'
     elif 'not registered by local leader' in text:

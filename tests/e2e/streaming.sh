@@ -13,25 +13,36 @@
 # would call a timed-out trial valid. Finally the native shmcoord must pass
 # every one of them.
 #
-# With torch importable (scripts/setup installs python3-torch) each multi-rank
-# job forms a real torch.distributed gloo group; without it the stand-in's
-# emulated group, which fails like gloo on a dead peer. A scenario that names
-# subject streaming-nccl runs in the NCCL-like group (a dead peer is not
-# noticed) and is run once more under gloo as its control.
+# The process group: a real torch.distributed gloo group (scripts/setup installs
+# python3-torch) for the scenarios whose failure or timing goes through torch:
+# the group itself (report-824-nccl-hang, barrier-death, race), a Ctrl-C timed
+# against ranks that imported torch before the gate (report-781-ctrl-c, which
+# does not reproduce otherwise: its DataLoader would import torch inside the
+# op), and a DataLoader forked from such a rank (loader-workers). The rest run
+# in the stand-in's emulated group, which fails like gloo on a dead peer (the
+# stand-in's unit tests pin that): torch's import costs each process ~1.7 s of
+# CPU, and with every scenario under gloo this test took 330 s of a 13-minute
+# suite. Every scenario under gloo, each reproduction asserted, is
+# scripts/streaming-table's standin column (label "soak", nightly). Without
+# torch, all run emulated. A scenario that names subject streaming-nccl runs in
+# the NCCL-like group (a dead peer is not noticed) and is run once more under
+# its job's group (--subject streaming) as its control.
 #
-# Budget: ~3 min on 2 cores (reproducing scenarios stop at their first
-# violation; the three hang scenarios cost their 12 s timeout). The per-subject
-# table (pr966, pr985, more trials) is scripts/streaming-table, label "soak".
+# Budget: ~3.5 min on 2 cores (reproducing scenarios stop at their first
+# violation; hang scenarios end once every live rank is past its deadline).
 source "$(dirname "$0")/lib.sh"
 S=$1
 EVIDENCE=$(dirname "$0")/streaming_evidence.py
 export SHMSTRESS_STREAMING_PATH=$PWD/tests/streaming_standin
-if "$PY" -c 'import torch.distributed' 2>/dev/null; then group=gloo; else group=emulated; fi
-export SHMSTRESS_PROCESS_GROUP=$group
+if "$PY" -c 'import torch.distributed' 2>/dev/null; then torch_group=gloo; else torch_group=emulated; fi
+GLOO=" report-824-nccl-hang barrier-death race report-781-ctrl-c loader-workers "
+for n in $GLOO; do [[ -f scenarios/streaming/$n.toml ]] || fail "the gloo list names $n, which scenarios/streaming does not hold"; done
 [[ -n ${SHMSTRESS_STREAMING_SCENARIOS:-} ]] && files=($SHMSTRESS_STREAMING_SCENARIOS) || files=(scenarios/streaming/*.toml)
 total_start=$(date +%s%N)
 for f in "${files[@]}"; do
   n=$(basename "$f" .toml)
+  if [[ $GLOO == *" $n "* ]]; then group=$torch_group; else group=emulated; fi
+  export SHMSTRESS_PROCESS_GROUP=$group
   # Two lines: the expected invariants, the expected evidence (empty: none).
   "$PY" "$EVIDENCE" --expect "$f" >"$SCRATCH/$n.exp"
   viol=$(sed -n 1p "$SCRATCH/$n.exp") evid=$(sed -n 2p "$SCRATCH/$n.exp")
@@ -67,12 +78,23 @@ for f in "${files[@]}"; do
     set -e
     "$PY" "$EVIDENCE" "$f" "$SCRATCH/$n.gloo" >"$SCRATCH/$n.gloo.judged"
     read -r _ ghit _ gtrials gtimeouts < "$SCRATCH/$n.gloo.judged"
-    (( gtrials > 0 )) || { tail -20 "$SCRATCH/$n.gloo.log"; fail "$n under gloo (--subject streaming): no trial ran"; }
-    (( ghit == 0 && gtimeouts == 0 )) || { tail -n +2 "$SCRATCH/$n.gloo.judged"; fail "$n under gloo (--subject streaming): $ghit of $gtrials trials showed its NCCL-like failure, $gtimeouts timed out: the hang is not the group's"; }
-    echo "streaming/$n: not under gloo (--subject streaming, $gtrials trials, none timed out)"
+    (( gtrials > 0 )) || { tail -20 "$SCRATCH/$n.gloo.log"; fail "$n under $group (--subject streaming): no trial ran"; }
+    (( ghit == 0 && gtimeouts == 0 )) || { tail -n +2 "$SCRATCH/$n.gloo.judged"; fail "$n under $group (--subject streaming): $ghit of $gtrials trials showed its NCCL-like failure, $gtimeouts timed out: the hang is not the group's"; }
+    echo "streaming/$n: not under $group (--subject streaming, $gtrials trials, none timed out)"
   fi
 done
 echo "stand-in: all of scenarios/streaming in $(( ($(date +%s%N) - total_start) / 1000000 )) ms"
+# A hang of an external subject ends once every live rank is past its
+# deadline + grace + margin, as a native one does (supervisor_hang.cc), not at
+# the scenario's timeout: process-count's ranks (emulated group, a 2 s barrier
+# deadline: ended about 5.7 s in, against a 12 s timeout). Not barrier-death
+# under gloo: its ranks import torch for ~5 s first, and the end comes within
+# a second of its timeout.
+if [[ -d $SCRATCH/process-count ]]; then
+  grep -q '"hung"' "$SCRATCH"/process-count/process-count/trial-*/history.jsonl \
+    || fail "process-count: no trial of the stand-in ended early by the hang watcher: its hung ranks ran to the timeout"
+  echo "streaming/process-count: the hung trial ended before its timeout"
+fi
 unset SHMSTRESS_PROCESS_GROUP
 start=$(date +%s%N)
 "$S" run "${files[@]}" --subject native --trials 3 --seed 5 --keep-passing --max-kept 0 --out "$SCRATCH/native" >"$SCRATCH/native.log" 2>&1 \
@@ -90,7 +112,7 @@ t=$(ls -d "$SCRATCH"/native/barrier-death/trial-* | head -1)
   || { cat "$SCRATCH/replay-native.log"; fail "replay of a --subject native trial did not run native"; }
 ! grep -q '"type": *"subject"' "$t/replays/0/barrier-death/trial-${t##*-}/history.jsonl" \
   || fail "replay of a --subject native trial ran the Streaming adapter"
-export SHMSTRESS_PROCESS_GROUP=$group
+if [[ $GLOO == *" cleanup-while-live "* ]]; then export SHMSTRESS_PROCESS_GROUP=$torch_group; else export SHMSTRESS_PROCESS_GROUP=emulated; fi
 t=$(grep -l '"verdict": *"invalid"' "$SCRATCH"/cleanup-while-live/*/trial-*/verdict.json | head -1)
 [[ -n $t ]] || fail "no failing cleanup-while-live trial to replay"
 t=$(dirname "$t")

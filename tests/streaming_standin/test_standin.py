@@ -974,6 +974,20 @@ class ProbeTest(Case):
         self.assertEqual(shm_names(self.root), [])
 
 
+class ClassifyTest(unittest.TestCase):
+    """The protocol's error codes, which the checkers' explanation table reads (ops.explained)."""
+
+    def test_a_ctrl_c_is_interrupted_also_where_libtorch_rewrapped_it_as_a_runtime_error(self):
+        adapter = load_adapter()
+        self.assertEqual(adapter.classify(KeyboardInterrupt())['code'], 'interrupted')
+        # What a DataLoader's iterate raised when SIGINT landed inside torch's C++ (measured on
+        # report-781-ctrl-c under the emulated group: ops.explained called it an unexplained io).
+        err = adapter.classify(RuntimeError('KeyboardInterrupt: <EMPTY MESSAGE>'))
+        self.assertEqual(err, {'code': 'interrupted', 'message': 'RuntimeError: KeyboardInterrupt: <EMPTY MESSAGE>',
+                               'errno': 0})
+        self.assertEqual(adapter.classify(RuntimeError('DataLoader worker exited unexpectedly'))['code'], 'io')
+
+
 class EventLinesTest(unittest.TestCase):
     """Nothing is dropped to fit PIPE_BUF: long results are split over continuation lines
     (subjects/_common/shmstress_protocol.py, which the adapters write events with)."""
