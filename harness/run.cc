@@ -10,14 +10,13 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
-#include <exception>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <optional>
 #include <random>
 #include <set>
 #include <system_error>
-#include <thread>
 
 #include "concurrency.h"
 #include "coverage.h"
@@ -96,11 +95,21 @@ constexpr std::chrono::seconds kSupervisorGrace{60};
 // a trial: planning costs microseconds.
 constexpr int kValidationTrials = 256;
 
+// What validation plans faults into: unseeded_plan(s) without the workers'
+// base environment. An injector's plan() reads only the keys it (or an
+// earlier fault) sets, and copying every worker's protocol variables into
+// each of a scenario's kValidationTrials draws was a third of the load's CPU.
+TrialPlan validation_plan(const Scenario& s) {
+  TrialPlan p = unseeded_plan(s);
+  for (auto& w : p.workers) w.env.clear();
+  return p;
+}
+
 // "file:line: why" if the scenario's faults, planned together into one trial
-// as run() plans them, conflict in some trial. `unseeded` is
-// unseeded_plan(s), built once by the caller.
+// as run() plans them, conflict in some trial. `base` is validation_plan(s),
+// built once by the caller.
 std::optional<std::string> faults_conflict(const Scenario& s, const std::string& f,
-                                           const TrialPlan& unseeded) {
+                                           const TrialPlan& base) {
   // A trial takes one `sometimes` (plan_sometimes, after every other fault):
   // a second would be dropped without a word.
   int sometimes_at = 0;
@@ -113,14 +122,9 @@ std::optional<std::string> faults_conflict(const Scenario& s, const std::string&
     sometimes_at = fault.line;
   }
   // One plan assigned over and over: the assignment reuses its maps' nodes.
-  // The draws start from a plan without the workers' base environment: an
-  // injector's plan() reads only the keys it (or an earlier fault) sets, and
-  // copying every worker's protocol variables was a third of the load's CPU.
-  TrialPlan bare = unseeded;
-  for (auto& w : bare.workers) w.env.clear();
   TrialPlan plan;
   for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
-    plan = bare;
+    plan = base;
     seed_plan(plan, s, 1, trial);
     Rng rng(plan.seed);
     std::map<std::string, int> seeded;  // "where:name" -> the line of the fault that seeds it
@@ -169,14 +173,14 @@ struct FileCheck {
   bool late = false;
 };
 
-FileCheck check_file(const std::string& f, std::optional<Scenario>& s, const TrialPlan& unseeded,
+FileCheck check_file(const std::string& f, std::optional<Scenario>& s, const TrialPlan& base,
                      const std::vector<Scenario>& before) {
   for (const auto& fault : s->faults) {
     const InjectorInfo* inj = find_injector(fault.kind);
     if (!inj)
       return {f + ":" + std::to_string(fault.line) + ": unknown fault kind '" + fault.kind +
               "' (see `shmstress list`)"};
-    TrialPlan scratch = unseeded;
+    TrialPlan scratch = base;
     seed_plan(scratch, *s, 1, 0);
     Rng rng(1);
     if (auto why = inj->plan(fault, *s, rng, scratch)) {
@@ -215,7 +219,7 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
   // over the files that passed, on two threads, before the first trial: the
   // time a user waits for a first violation starts at the command. The error
   // named is the one the file-by-file order meets first, as before.
-  std::vector<TrialPlan> unseeded;
+  std::vector<TrialPlan> bases;  // validation_plan of each file that reached faults_conflict
   std::vector<std::vector<std::string>> warnings;  // each file's, printed once its fate is known
   std::string stop_err;             // the first file that failed a cheap check, if any
   std::optional<Scenario> stopped;  // that file, when its check came after faults_conflict
@@ -253,17 +257,17 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
     }
     if (!stop_err.empty()) break;
     warnings.push_back(s->warnings);
-    TrialPlan plan = unseeded_plan(*s);
+    TrialPlan plan = validation_plan(*s);
     FileCheck c = check_file(f, s, plan, *out);
     if (!c.err.empty()) {
       stop_err = c.err;
       if (c.late) {
         stopped = std::move(s);
-        unseeded.push_back(std::move(plan));
+        bases.push_back(std::move(plan));
       }
       break;
     }
-    unseeded.push_back(std::move(plan));
+    bases.push_back(std::move(plan));
     out->push_back(std::move(*s));
   }
   // Two faults that cannot share a rank or a job (two stops at a point, two
@@ -271,43 +275,27 @@ bool load_and_validate(const std::vector<std::string>& files, std::vector<Scenar
   // held lock would wait forever), are refused here, never one silently
   // dropped. Targets drawn at random are drawn as kValidationTrials trials
   // would draw them.
-  const std::size_t n = unseeded.size();
+  const std::size_t n = bases.size();
   auto scenario = [&](std::size_t i) -> const Scenario& {
     return first_new + i < out->size() ? (*out)[first_new + i] : *stopped;
   };
   std::vector<std::optional<std::string>> conflict(n);
   auto judge = [&](std::size_t from, std::size_t step) {
     for (std::size_t i = from; i < n; i += step)
-      conflict[i] = faults_conflict(scenario(i), scenario(i).file, unseeded[i]);
+      conflict[i] = faults_conflict(scenario(i), scenario(i).file, bases[i]);
   };
-  // What the second thread throws is rethrown here, as the sequential code
-  // would have thrown it; a thread that cannot start leaves it all to this one.
-  std::exception_ptr thrown;
-  std::optional<std::thread> other;
+  // get() rethrows what the second thread threw, as the sequential code
+  // would have; the future waits for that thread however this one leaves. A
+  // thread that cannot start leaves it all to this one.
+  std::future<void> other;
   if (n > 1) {
     try {
-      other.emplace([&] {
-        try {
-          judge(1, 2);
-        } catch (...) {
-          thrown = std::current_exception();
-        }
-      });
+      other = std::async(std::launch::async, judge, 1, 2);
     } catch (const std::system_error&) {
     }
   }
-  if (other) {
-    try {
-      judge(0, 2);
-    } catch (...) {
-      other->join();
-      throw;
-    }
-    other->join();
-    if (thrown) std::rethrow_exception(thrown);
-  } else {
-    judge(0, 1);
-  }
+  judge(0, other.valid() ? 2 : 1);
+  if (other.valid()) other.get();
   for (std::size_t i = 0; i < warnings.size(); ++i) {
     for (const auto& w : warnings[i]) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (i >= n || !conflict[i]) continue;

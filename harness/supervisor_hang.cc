@@ -12,16 +12,18 @@
 // Deliberately narrow, so it never ends a trial that could still come out
 // otherwise: only where the history holds every op's CPU wait (an external
 // subject's adapter writes cpu_wait_ns as the native worker does; an invoke
-// without it never counts as overdue), no launcher, no container (their processes are not our
-// children, or see other pids), no process of the trial we did not start still alive (a loader
-// worker, a launched rank), none of the workers dead for less than a second
-// (what it left behind may still act), and no worker stopped at the look. A worker's own stops are
-// not counted against its op's deadline, here as in the checkers (checks::stopped_ns): the
-// supervisor keeps each worker's windows as it logs them (Worker::stops). A stop of another process
-// counts, as there: a subject must fail at its deadline while a peer is stopped. Until 2026-11-29
-// any stop kept the watcher off, and the sometimes-on pauses (a few ms, in many trials) left hung
-// trials running to their timeout: a barrier that never noticed a death was caught at 15 s instead
-// of 5.
+// without it never counts as overdue), no launcher, no container (their
+// processes are not our children, or see other pids), no process of the
+// trial we did not start still alive (a loader worker, a launched rank),
+// none of the workers dead for less than a second (what it left behind may
+// still act), and no worker stopped at the look. A worker's own stops are
+// not counted against its op's deadline, here as in the checkers
+// (checks::stopped_ns): the supervisor keeps each worker's windows as it
+// logs them (Worker::stops). A stop of another process counts, as there: a
+// subject must fail at its deadline while a peer is stopped. Until
+// 2026-11-29 any stop kept the watcher off, and the sometimes-on pauses (a
+// few ms, in many trials) left hung trials running to their timeout: a
+// barrier that never noticed a death was caught at 15 s instead of 5.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -182,9 +182,9 @@ inline BlockedIn blocked_in_of(pid_t pid) {
   char buf[1024];
   // "NR ARG1 ARG2 ... SP PC", "-1 SP PC" outside any call, "running".
   long nr = -1;
-  unsigned long first = 0, arg1 = 0;
-  if (proc_file(pid, "syscall", buf) &&
-      std::sscanf(buf, "%ld 0x%lx 0x%lx", &nr, &first, &arg1) >= 1 && nr >= 0) {
+  unsigned long arg1 = 0;
+  if (proc_file(pid, "syscall", buf) && std::sscanf(buf, "%ld 0x%*x 0x%lx", &nr, &arg1) >= 1 &&
+      nr >= 0) {
     b.nr = nr;
     b.arg1 = static_cast<long>(arg1);
   }

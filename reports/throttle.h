@@ -1,12 +1,11 @@
 // How often a live output is refreshed while a run goes on: the progress
 // line (200 ms on a TTY, 5 s otherwise) and the live files (summary.json,
 // the metrics textfile), after a trial at most once per interval. A rewrite
-// of a live file
-// renders the whole run (every scenario's tally) on the run's one thread;
-// after every trial of a catalog's first round that was dozens of rewrites a
-// second, time the next trials waited for (issue 20 §4). The final write
-// (the caller's, after the last trial) is never throttled, so what is on
-// disk when the run exits is complete.
+// of a live file renders the whole run (every scenario's tally) on the run's
+// one thread; after every trial of a catalog's first round that was dozens
+// of rewrites a second, time the next trials waited for (issue 20 §4). The
+// final write (the caller's, after the last trial) is never throttled, so
+// what is on disk when the run exits is complete.
 #pragma once
 
 #include <chrono>

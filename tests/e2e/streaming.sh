@@ -36,12 +36,13 @@ EVIDENCE=$(dirname "$0")/streaming_evidence.py
 export SHMSTRESS_STREAMING_PATH=$PWD/tests/streaming_standin
 if "$PY" -c 'import torch.distributed' 2>/dev/null; then torch_group=gloo; else torch_group=emulated; fi
 GLOO=" report-824-nccl-hang barrier-death race report-781-ctrl-c loader-workers "
+group_of() { if [[ $GLOO == *" $1 "* ]]; then echo "$torch_group"; else echo emulated; fi; }
 for n in $GLOO; do [[ -f scenarios/streaming/$n.toml ]] || fail "the gloo list names $n, which scenarios/streaming does not hold"; done
 [[ -n ${SHMSTRESS_STREAMING_SCENARIOS:-} ]] && files=($SHMSTRESS_STREAMING_SCENARIOS) || files=(scenarios/streaming/*.toml)
 total_start=$(date +%s%N)
 for f in "${files[@]}"; do
   n=$(basename "$f" .toml)
-  if [[ $GLOO == *" $n "* ]]; then group=$torch_group; else group=emulated; fi
+  group=$(group_of "$n")
   export SHMSTRESS_PROCESS_GROUP=$group
   # Two lines: the expected invariants, the expected evidence (empty: none).
   "$PY" "$EVIDENCE" --expect "$f" >"$SCRATCH/$n.exp"
@@ -112,7 +113,7 @@ t=$(ls -d "$SCRATCH"/native/barrier-death/trial-* | head -1)
   || { cat "$SCRATCH/replay-native.log"; fail "replay of a --subject native trial did not run native"; }
 ! grep -q '"type": *"subject"' "$t/replays/0/barrier-death/trial-${t##*-}/history.jsonl" \
   || fail "replay of a --subject native trial ran the Streaming adapter"
-if [[ $GLOO == *" cleanup-while-live "* ]]; then export SHMSTRESS_PROCESS_GROUP=$torch_group; else export SHMSTRESS_PROCESS_GROUP=emulated; fi
+SHMSTRESS_PROCESS_GROUP=$(group_of cleanup-while-live) && export SHMSTRESS_PROCESS_GROUP
 t=$(grep -l '"verdict": *"invalid"' "$SCRATCH"/cleanup-while-live/*/trial-*/verdict.json | head -1)
 [[ -n $t ]] || fail "no failing cleanup-while-live trial to replay"
 t=$(dirname "$t")
