@@ -682,7 +682,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.concurrency.now = r.concurrency.lowest = r.concurrency.highest = parallel();
   struct Running {
     Pending p;
-    std::string dir;
+    std::string dir;       // where it runs: the run's scratch (trial_dirs.h), else kept_dir
+    std::string kept_dir;  // where it goes if the run keeps it
     std::uint64_t seed;
     std::chrono::steady_clock::time_point started;
     std::vector<Action> actions;  // the plan's: how late its signals fired
@@ -716,8 +717,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // a trial outlives its supervisor (its own pid namespace, as root): a
   // straggler must never write into the next trial's dir.
   // (No scenario's dir can be .spare: a name may not start with '.'.)
+  // Trials run on the run's own tmpfs where they can (the same condition):
+  // only a trial the run keeps is written to the out dir's disk.
+  std::unique_ptr<TrialScratch> scratch;
   std::optional<SpareDirs> spares;
-  if (opt.allow_mount_ns && ::geteuid() == 0) spares.emplace(r.out_dir + "/.spare", 64);
+  if (opt.allow_mount_ns && ::geteuid() == 0) {
+    std::string no_scratch;  // then the out dir, as before: nothing to report
+    scratch = TrialScratch::make(r.out_dir, &no_scratch);
+    spares.emplace((scratch ? scratch->root() : r.out_dir) + "/.spare", 64);
+  }
   // The run's zygote (zygote.h): only a trial with its own pid namespace
   // (root, a mount namespace) can take workers from it.
   std::optional<ZygoteServer> zygote;
@@ -800,26 +808,34 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           continue;
         }
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
-        std::string dir = r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
+        const std::string kept_dir =
+            r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
+        const std::string dir =
+            scratch ? scratch->root() + "/" + p.s->name + "/trial-" + std::to_string(p.trial)
+                    : kept_dir;
         std::error_code dir_ec;
         std::string not_ours;
         // A dir already there is removed only if it is a trial dir an earlier
         // run into the same --out left (a real dir with its schedule.json):
         // never what a user keeps under that name, nor what a symlink names.
-        if (fs::symlink_status(dir, dir_ec).type() != fs::file_type::not_found) {
-          if (!fs::is_directory(fs::symlink_status(dir, dir_ec)) ||
-              !fs::is_regular_file(fs::symlink_status(dir + "/schedule.json", dir_ec))) {
-            not_ours = dir + " exists and is not a trial dir of shmstress's: not removed";
+        if (fs::symlink_status(kept_dir, dir_ec).type() != fs::file_type::not_found) {
+          if (!fs::is_directory(fs::symlink_status(kept_dir, dir_ec)) ||
+              !fs::is_regular_file(fs::symlink_status(kept_dir + "/schedule.json", dir_ec))) {
+            not_ours = kept_dir + " exists and is not a trial dir of shmstress's: not removed";
           } else {
-            fs::remove_all(dir, dir_ec);
+            fs::remove_all(kept_dir, dir_ec);
           }
         }
         dir_ec.clear();
         if (not_ours.empty()) {
-          fs::create_directories(fs::path(dir).parent_path(), dir_ec);
+          fs::create_directories(fs::path(kept_dir).parent_path(), dir_ec);
+          if (scratch && !dir_ec) fs::create_directories(fs::path(dir).parent_path(), dir_ec);
           std::set<std::string> labels;
           for (const WorkerPlan& w : plan.workers) labels.insert(worker_label(w.job, w.rank));
-          if (dir_ec || !spares || !spares->take(dir, labels)) fs::create_directories(dir, dir_ec);
+          // (Not past an error: on the scratch the dir would be made, and the
+          // out dir's error forgotten.)
+          if (!dir_ec && (!spares || !spares->take(dir, labels)))
+            fs::create_directories(dir, dir_ec);
         }
         if (!not_ours.empty() || dir_ec || !write_trial_file(dir + "/scenario.toml", p.s->raw_toml) ||
             !write_trial_file(dir + "/schedule.json", to_json(plan).dump(2) + "\n")) {
@@ -877,7 +893,12 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           continue;
         }
         const auto now = std::chrono::steady_clock::now();
-        running[pid] = Running{p, dir, plan.seed, now, std::move(plan.actions),
+        running[pid] = Running{p,
+                               dir,
+                               kept_dir,
+                               plan.seed,
+                               now,
+                               std::move(plan.actions),
                                now + std::chrono::nanoseconds(plan.timeout_ns) + kSupervisorGrace};
       }
     }
@@ -928,10 +949,18 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // failures are summarised without their dir), and with --keep-passing the
     // oldest passing dirs make room for newer ones.
     const bool failing = t.failing();
-    if (failing && (opt.max_kept <= 0 || kept_failing < opt.max_kept)) {
+    // A kept trial leaves the scratch for the out dir before anyone hears of
+    // it (the timeline report writes into it). One that cannot is dropped.
+    auto keep = [&] {
+      if (done.dir == done.kept_dir) return true;
+      if (move_trial_dir(done.dir, done.kept_dir)) return false;
+      t.dir = done.kept_dir;
+      return true;
+    };
+    if (failing && (opt.max_kept <= 0 || kept_failing < opt.max_kept) && keep()) {
       t.kept = true;
       ++kept_failing;
-    } else if (!failing && opt.keep_passing) {
+    } else if (!failing && opt.keep_passing && keep()) {
       t.kept = true;
       kept_passing.push_back(t.dir);
       if (opt.max_kept > 0 && static_cast<int>(kept_passing.size()) > opt.max_kept) {
@@ -958,6 +987,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
   }
   spares.reset();  // the spares go before anything reads the out dir
+  scratch.reset();
   {
     itimerval off{};
     setitimer(ITIMER_REAL, &off, nullptr);

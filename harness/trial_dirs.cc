@@ -1,9 +1,13 @@
 #include "trial_dirs.h"
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -124,6 +128,104 @@ bool SpareDirs::take(const std::string& dir, const std::set<std::string>& labels
     return false;
   }
   return false;
+}
+
+namespace {
+
+// The process's own mount namespace, entered once: every later run of the
+// process (shrink runs many) mounts its scratch there. Slave, not private:
+// a mount the host makes later (a disk a user plugs in) still shows.
+std::error_code own_mount_namespace() {
+  static std::error_code once = [] {
+    if (::unshare(CLONE_NEWNS) != 0) return std::error_code(errno, std::generic_category());
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
+      return std::error_code(errno, std::generic_category());
+    return std::error_code();
+  }();
+  return once;
+}
+
+}  // namespace
+
+std::unique_ptr<TrialScratch> TrialScratch::make(const std::string& out_dir, std::string* why) {
+  auto fail = [&](const std::string& w) -> std::unique_ptr<TrialScratch> {
+    if (why) *why = w;
+    return nullptr;
+  };
+  if (::geteuid() != 0) return fail("not root: no mount of our own");
+  const std::string root = out_dir + "/.trials";
+  std::error_code ec;
+  const auto st = fs::symlink_status(root, ec);
+  if (st.type() != fs::file_type::not_found) {
+    // Ours only if it is what a killed run of ours leaves: an empty dir.
+    if (st.type() != fs::file_type::directory || !fs::is_empty(root, ec) || ec)
+      return fail(root + " exists and is not an empty dir: not ours, left alone");
+  } else if (::mkdir(root.c_str(), 0755) != 0) {
+    return fail("cannot create " + root + ": " + std::strerror(errno));
+  }
+  if (auto e = own_mount_namespace()) {
+    ::rmdir(root.c_str());
+    return fail("no mount namespace of our own: " + e.message());
+  }
+  // Trials' logs and histories only: a worker that writes without end fills
+  // this, not the machine's memory (its trial fails with ENOSPC, named).
+  if (::mount("shmstress-trials", root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              "mode=0755,size=1g") != 0) {
+    const int e = errno;
+    ::rmdir(root.c_str());
+    return fail("cannot mount a tmpfs at " + root + ": " + std::strerror(e));
+  }
+  return std::unique_ptr<TrialScratch>(new TrialScratch(root));
+}
+
+TrialScratch::~TrialScratch() {
+  ::umount2(root_.c_str(), MNT_DETACH);
+  ::rmdir(root_.c_str());
+}
+
+std::error_code move_trial_dir(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  // rename() would replace an empty dir there, and copy() merge into any.
+  if (fs::symlink_status(to, ec).type() != fs::file_type::not_found)
+    return ec ? ec : std::make_error_code(std::errc::file_exists);
+  fs::rename(from, to, ec);
+  if (!ec) return ec;
+  if (ec != std::errc::cross_device_link) return ec;
+  ec.clear();
+  // By hand, not fs::copy: a FIFO or a socket a subject left in its dir
+  // (fs::copy refuses both) must not cost the trial its evidence. They are
+  // left out; a symlink is copied as one, never followed.
+  auto copy = [&]() -> std::error_code {
+    std::error_code e;
+    if (!fs::create_directory(to, from, e) && !e) e = std::make_error_code(std::errc::file_exists);
+    if (e) return e;
+    for (auto it = fs::recursive_directory_iterator(from, e);
+         !e && it != fs::recursive_directory_iterator(); it.increment(e)) {
+      // Lexically: fs::relative() would resolve a symlink to where it points.
+      const fs::path dst = fs::path(to) / it->path().lexically_relative(from);
+      switch (it->symlink_status(e).type()) {
+        case fs::file_type::directory:
+          fs::create_directory(dst, it->path(), e);
+          break;
+        case fs::file_type::symlink:
+          fs::copy_symlink(it->path(), dst, e);
+          break;
+        case fs::file_type::regular:
+          fs::copy_file(it->path(), dst, e);
+          break;
+        default:
+          break;
+      }
+    }
+    return e;
+  };
+  std::error_code rm;
+  if ((ec = copy())) {
+    fs::remove_all(to, rm);
+    return ec;
+  }
+  fs::remove_all(from, rm);
+  return {};
 }
 
 }  // namespace harness

@@ -1,14 +1,19 @@
 // SpareDirs: passing trials' dirs reused. What a reused dir may hold is the
 // promise the next trial (and anyone reading a kept trial) relies on.
+// TrialScratch: trials on the run's own tmpfs, which nobody else sees and
+// which never outlives the run; move_trial_dir: how a kept one leaves it.
 #include "trial_dirs.h"
 
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -49,7 +54,7 @@ class SpareDirsTest : public ::testing::Test {
   std::set<std::string> tree(const fs::path& d) {
     std::set<std::string> out;
     for (auto& e : fs::recursive_directory_iterator(d)) {
-      std::string rel = fs::relative(e.path(), d).string();
+      std::string rel = e.path().lexically_relative(d).string();
       out.insert(fs::is_directory(fs::symlink_status(e.path())) ? rel + "/" : rel);
     }
     return out;
@@ -141,6 +146,102 @@ TEST_F(SpareDirsTest, TheRootGoesWithTheSpares) {
     EXPECT_TRUE(fs::exists(base_ / ".spare"));
   }
   EXPECT_FALSE(fs::exists(base_ / ".spare"));
+}
+
+// Lines of a mountinfo file that mount at `path`.
+int mounts_at(const std::string& mountinfo, const std::string& path) {
+  std::ifstream in(mountinfo);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, at;
+    f >> id >> parent >> devno >> root >> at;
+    n += at == path ? 1 : 0;
+  }
+  return n;
+}
+
+using TrialScratchTest = SpareDirsTest;
+
+TEST_F(TrialScratchTest, IsATmpfsOfTheRunsOwnThatTheHostNeverSeesAndGoesWithIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  const std::string root = (base_ / ".trials").string();
+  {
+    std::string why;
+    auto scratch = TrialScratch::make(base_.string(), &why);
+    ASSERT_NE(scratch, nullptr) << why;
+    EXPECT_EQ(scratch->root(), root);
+    struct statfs sf {};
+    ASSERT_EQ(::statfs(root.c_str(), &sf), 0);
+    EXPECT_EQ(sf.f_type, TMPFS_MAGIC);
+    EXPECT_EQ(mounts_at("/proc/self/mountinfo", root), 1);
+    // pid 1 is in the host's mount namespace (this test's shell is too).
+    EXPECT_EQ(mounts_at("/proc/1/mountinfo", root), 0);
+    std::ofstream(root + "/history.jsonl") << "{}";
+  }
+  EXPECT_EQ(mounts_at("/proc/self/mountinfo", root), 0);
+  EXPECT_FALSE(fs::exists(root));
+}
+
+TEST_F(TrialScratchTest, AnEmptyDirAKilledRunLeftIsTakenAgain) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  fs::create_directories(base_ / ".trials");
+  std::string why;
+  auto scratch = TrialScratch::make(base_.string(), &why);
+  EXPECT_NE(scratch, nullptr) << why;
+}
+
+TEST_F(TrialScratchTest, WhatIsNotAnEmptyDirOfOursIsLeftAlone) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  fs::create_directories(base_ / ".trials");
+  std::ofstream(base_ / ".trials" / "a user's") << "kept";
+  std::string why;
+  EXPECT_EQ(TrialScratch::make(base_.string(), &why), nullptr);
+  EXPECT_EQ(why,
+            (base_ / ".trials").string() + " exists and is not an empty dir: not ours, left alone");
+  EXPECT_TRUE(fs::exists(base_ / ".trials" / "a user's"));
+  EXPECT_EQ(mounts_at("/proc/self/mountinfo", (base_ / ".trials").string()), 0);
+
+  fs::remove_all(base_ / ".trials");
+  fs::create_directory_symlink(base_ / "scen", base_ / ".trials");
+  EXPECT_EQ(TrialScratch::make(base_.string(), &why), nullptr);
+  EXPECT_TRUE(fs::is_symlink(base_ / ".trials"));
+}
+
+TEST_F(TrialScratchTest, AKeptTrialLeavesTheTmpfsWholeAndTheTmpfsKeepsNothingOfIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  std::string why;
+  auto scratch = TrialScratch::make(base_.string(), &why);
+  ASSERT_NE(scratch, nullptr) << why;
+  // A trial made on disk, moved onto the tmpfs, then kept on the disk again:
+  // two moves across filesystems, each a copy.
+  const std::string on_disk = trial("trial-0");
+  std::set<std::string> files = tree(on_disk);
+  // A FIFO a subject left: not copied, and no reason to lose the rest.
+  ASSERT_EQ(::mkfifo((fs::path(on_disk) / "job0-rank0" / "pipe").c_str(), 0644), 0);
+  const std::string running = scratch->root() + "/trial-0";
+  ASSERT_FALSE(move_trial_dir(on_disk, running));
+  EXPECT_FALSE(fs::exists(on_disk));
+  const std::string kept = (base_ / "scen" / "kept").string();
+  ASSERT_FALSE(move_trial_dir(running, kept));
+  EXPECT_FALSE(fs::exists(running));
+  EXPECT_EQ(tree(kept), files);
+  EXPECT_TRUE(fs::is_symlink(fs::path(kept) / "job0-rank1" / "stderr.log"));
+  std::ifstream h(fs::path(kept) / "history.jsonl");
+  std::string text((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "something");
+}
+
+TEST_F(TrialScratchTest, AMoveOntoAnythingThereFailsAndLeavesBoth) {
+  const std::string from = trial("trial-0");
+  const std::string onto = trial("trial-1");
+  fs::create_directories(base_ / "empty");
+  for (const std::string& to : {onto, (base_ / "empty").string(), outside().string()}) {
+    EXPECT_EQ(move_trial_dir(from, to), std::make_error_code(std::errc::file_exists)) << to;
+    EXPECT_TRUE(fs::exists(fs::path(from) / "history.jsonl"));
+  }
+  EXPECT_TRUE(fs::is_empty(base_ / "empty"));
 }
 
 }  // namespace

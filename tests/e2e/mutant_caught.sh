@@ -53,6 +53,16 @@ done
 caught_after=$(( $(date +%s) - start ))
 
 summary="$SCRATCH/run$caught/summary.json"
+# The catching trial ran on the run's own tmpfs (as root) and was kept: it is
+# in the out dir whole, with its timeline, and the tmpfs left nothing behind,
+# neither its dir nor a mount this (the host's) namespace could see.
+kept=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['trial_dir']")
+[[ $kept == "$SCRATCH/run$caught/"* ]] || fail "the catching trial's dir $kept is not in the out dir"
+for f in history.jsonl schedule.json scenario.toml verdict.json timeline.html; do
+  [[ -s $kept/$f ]] || fail "the kept trial dir $kept has no $f"
+done
+[[ ! -e $SCRATCH/run$caught/.trials ]] || fail "the run left $SCRATCH/run$caught/.trials behind"
+! grep -q " $SCRATCH/" /proc/self/mountinfo || fail "a mount under $SCRATCH is visible outside the run"
 first=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['scenario'] + ' trial ' + str([v for v in j['violations'] if v['invariant'] == '$hit'][0]['trial'])")
 file=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['scenario']")
 trial=${first##* trial }

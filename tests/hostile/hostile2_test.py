@@ -594,9 +594,12 @@ exec %s "$@"
     if os.path.exists(os.path.join(cwd, "relative-write.txt")):
         problems.append("the subject's relative write landed in the dir shmstress was started in")
     rank_file = os.path.join(out, "quick", "trial-0", "job0-rank0", "relative-write.txt")
+    # As root the trial ran in the run's own tmpfs (<out>/.trials) and was
+    # moved to the out dir when kept: the rank dir is the same dir, either way.
+    ran_in = [os.path.dirname(rank_file), os.path.join(out, ".trials", "quick", "trial-0", "job0-rank0")]
     if not os.path.exists(rank_file):
         problems.append("no relative-write.txt in the worker's own dir job0-rank0/")
-    elif read(rank_file).strip() != os.path.dirname(rank_file):
+    elif read(rank_file).strip() not in ran_in:
         problems.append("the worker started in %s" % read(rank_file).strip())
     return problems
 
@@ -829,9 +832,10 @@ def _():
     os.makedirs(os.path.dirname(disk), exist_ok=True)
     disk = os.path.dirname(disk)
     junit, metrics = path("out", "full.xml"), path("out", "full.prom")
-    # 4 inodes: the mount's root, the run dir, its lock file, then the scenario's dir: the trial's own
-    # dir and every report in --out meet ENOSPC.
-    script = 'mount -t tmpfs -o nr_inodes=4,size=1m none "$1" && exec "$0" run "$2" --seed 7 --out "$1/run" --junit "$3" --metrics-file "$4"'
+    # 3 inodes: the mount's root, the run dir and its lock file: the run's scratch mount point
+    # (.trials: then its trials run in the out dir), the scenario's dir, the trial's own dir and
+    # every report in --out meet ENOSPC.
+    script = 'mount -t tmpfs -o nr_inodes=3,size=1m none "$1" && exec "$0" run "$2" --seed 7 --out "$1/run" --junit "$3" --metrics-file "$4"'
     p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
                           SHMSTRESS, disk, QUICK, junit, metrics], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
