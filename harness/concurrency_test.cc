@@ -168,5 +168,20 @@ TEST(StartOrder, ACostlyScenarioStartsAfterItsRoundsOthersTheRestKeepTheirOrder)
   EXPECT_EQ(got, (std::vector<std::string>{"a", "b", "c", "launcher", "window"}));
 }
 
+TEST(StartOrder, AnOddRoundStartsItsCheapScenariosLastFirstAndTheCostlyStillLast) {
+  std::vector<Scenario> s(5);
+  const char* names[] = {"launcher", "a", "window", "b", "c"};
+  const int every[] = {40, 1, 5, 1, 1};
+  for (int i = 0; i < 5; ++i) s[i].name = names[i], s[i].every = every[i];
+  auto order = [&](int round) {
+    std::vector<std::string> got;
+    for (const Scenario* p : start_order(s, round)) got.push_back(p->name);
+    return got;
+  };
+  EXPECT_EQ(order(1), (std::vector<std::string>{"c", "b", "a", "launcher", "window"}));
+  EXPECT_EQ(order(2), order(0));
+  EXPECT_EQ(order(3), order(1));
+}
+
 }  // namespace
 }  // namespace harness

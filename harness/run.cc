@@ -545,12 +545,17 @@ int default_max_parallel(const std::vector<Scenario>& scenarios, const RunOption
   return std::min(256, (external ? kTrialsPerCoreExternal : kTrialsPerCore) * std::max(1, cores));
 }
 
-std::vector<const Scenario*> start_order(const std::vector<Scenario>& scenarios) {
+std::vector<const Scenario*> start_order(const std::vector<Scenario>& scenarios, int round) {
   std::vector<const Scenario*> order;
   for (const auto& s : scenarios) order.push_back(&s);
   std::stable_sort(order.begin(), order.end(), [](const Scenario* a, const Scenario* b) {
     return (a->every > 1) < (b->every > 1);
   });
+  if (round % 2 == 1) {
+    const auto cheap_end =
+        std::find_if(order.begin(), order.end(), [](const Scenario* s) { return s->every > 1; });
+    std::reverse(order.begin(), cheap_end);
+  }
   return order;
 }
 
@@ -615,9 +620,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // Shard i of n runs the trial indices congruent to i mod n: shards with the
   // same seed split the seed space with no overlap and no gap.
   const int shards = std::max(1, opt.shard_count), shard = opt.shard_index;
-  const std::vector<const Scenario*> order = start_order(scenarios);
   auto enqueue_round = [&](int round_base, int per) {
-    for (const Scenario* sp : order) {
+    for (const Scenario* sp : start_order(scenarios, per > 0 ? round_base : 0)) {
       const Scenario& s = *sp;
       // --trials N gives a costly scenario (every = k) its share, N / k, at least one.
       int n = opt.trials > 0 ? std::max(1, (opt.trials + s.every - 1) / s.every) : s.default_trials;
@@ -814,6 +818,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
             scratch ? scratch->root() + "/" + p.s->name + "/trial-" + std::to_string(p.trial)
                     : kept_dir;
         std::error_code dir_ec;
+        std::string dir_failed = dir;  // named if making it fails
         std::string not_ours;
         // A dir already there is removed only if it is a trial dir an earlier
         // run into the same --out left (a real dir with its schedule.json):
@@ -829,6 +834,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         dir_ec.clear();
         if (not_ours.empty()) {
           fs::create_directories(fs::path(kept_dir).parent_path(), dir_ec);
+          if (dir_ec) dir_failed = fs::path(kept_dir).parent_path().string();
           if (scratch && !dir_ec) fs::create_directories(fs::path(dir).parent_path(), dir_ec);
           std::set<std::string> labels;
           for (const WorkerPlan& w : plan.workers) labels.insert(worker_label(w.job, w.rank));
@@ -844,9 +850,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           t.scenario_file = p.s->file;
           t.trial = p.trial;
           t.harness_error = true;
-          t.harness_error_text = !not_ours.empty() ? not_ours
-                                                   : "cannot prepare the trial dir " + dir + ": " +
-                                                         (dir_ec ? dir_ec.message() : std::string("write failed"));
+          t.harness_error_text =
+              !not_ours.empty() ? not_ours
+                                : "cannot prepare the trial dir " + dir_failed + ": " +
+                                      (dir_ec ? dir_ec.message() : std::string("write failed"));
           finished(std::move(t));
           continue;
         }
@@ -950,10 +957,17 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // oldest passing dirs make room for newer ones.
     const bool failing = t.failing();
     // A kept trial leaves the scratch for the out dir before anyone hears of
-    // it (the timeline report writes into it). One that cannot is dropped.
+    // it (the timeline report writes into it). One that cannot (the out dir
+    // full or gone) is dropped with its dir, and the harness failed: named,
+    // as a full out dir was when trial dirs were made there.
     auto keep = [&] {
       if (done.dir == done.kept_dir) return true;
-      if (move_trial_dir(done.dir, done.kept_dir)) return false;
+      if (auto e = move_trial_dir(done.dir, done.kept_dir)) {
+        t.harness_error = true;
+        t.harness_error_text +=
+            "cannot keep the trial dir in " + done.kept_dir + ": " + e.message() + "; ";
+        return false;
+      }
       t.dir = done.kept_dir;
       return true;
     };

@@ -94,13 +94,18 @@ inline constexpr int kTrialsPerCoreExternal = 1;
 // the native worker.
 int default_max_parallel(const std::vector<Scenario>& scenarios, const RunOptions& opt, int cores);
 
-// The order a round starts its scenarios' trials in: the given order, except
-// that a costly scenario (`every` > 1: a real launcher imports torch, seconds
-// of CPU a trial) comes after the round's others. In a catalog's first round,
-// which finds most of what a run finds, the three launcher trials took 7 of
-// the round's 12 CPU-seconds on 2 cores while the cheap trials that catch
-// first waited for the CPU (issue 20 §4).
-std::vector<const Scenario*> start_order(const std::vector<Scenario>& scenarios);
+// The order round `round` of a soak starts its scenarios' trials in: the
+// given order, except that a costly scenario (`every` > 1: a real launcher
+// imports torch, seconds of CPU a trial) comes after the round's others. In a
+// catalog's first round, which finds most of what a run finds, the three
+// launcher trials took 7 of the round's 12 CPU-seconds on 2 cores while the
+// cheap trials that catch first waited for the CPU (issue 20 §4). An odd
+// round starts its cheap scenarios last first: a round's last scenarios
+// start seconds after its first (each waits for a running trial to end), so
+// a scenario whose trial 0 missed by chance waited twice as long for its
+// trial 1 as one early in the order (unprivileged-creator's trial 1 started
+// ~10 s into a run). Which trial a scenario runs in a round is unchanged.
+std::vector<const Scenario*> start_order(const std::vector<Scenario>& scenarios, int round = 0);
 
 // A --duration soak: trials go on round-robin until the time is up.
 inline bool by_duration(const RunOptions& o) { return o.duration_s > 0 && !o.only_trial; }

@@ -1,6 +1,8 @@
 #include "trial_dirs.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -132,17 +134,28 @@ bool SpareDirs::take(const std::string& dir, const std::set<std::string>& labels
 
 namespace {
 
-// The process's own mount namespace, entered once: every later run of the
-// process (shrink runs many) mounts its scratch there. Slave, not private:
-// a mount the host makes later (a disk a user plugs in) still shows.
+// The mount namespace `path` names (a /proc ns link), by its inode; 0 if unknown.
+ino_t namespace_of(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+// A mount namespace of our own, entered once: every later run of the process
+// (shrink runs many) mounts its scratch there. Slave, not private: a mount
+// the host makes later (a disk a user plugs in) still shows. unshare() moves
+// only the calling thread (CLONE_NEWNS implies CLONE_FS alone), so a thread
+// that is not in it - another than the first caller - gets an error, never
+// a mount in the host's namespace.
 std::error_code own_mount_namespace() {
-  static std::error_code once = [] {
-    if (::unshare(CLONE_NEWNS) != 0) return std::error_code(errno, std::generic_category());
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
-      return std::error_code(errno, std::generic_category());
-    return std::error_code();
+  static const ino_t ours = [] {
+    if (::unshare(CLONE_NEWNS) != 0) return ino_t{0};
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return ino_t{0};
+    return namespace_of("/proc/thread-self/ns/mnt");
   }();
-  return once;
+  if (ours == 0) return std::make_error_code(std::errc::operation_not_permitted);
+  if (namespace_of("/proc/thread-self/ns/mnt") != ours)
+    return std::make_error_code(std::errc::invalid_argument);
+  return {};
 }
 
 }  // namespace
@@ -156,23 +169,30 @@ std::unique_ptr<TrialScratch> TrialScratch::make(const std::string& out_dir, std
   const std::string root = out_dir + "/.trials";
   std::error_code ec;
   const auto st = fs::symlink_status(root, ec);
-  if (st.type() != fs::file_type::not_found) {
+  const bool made = st.type() == fs::file_type::not_found;
+  if (!made) {
     // Ours only if it is what a killed run of ours leaves: an empty dir.
     if (st.type() != fs::file_type::directory || !fs::is_empty(root, ec) || ec)
       return fail(root + " exists and is not an empty dir: not ours, left alone");
   } else if (::mkdir(root.c_str(), 0755) != 0) {
     return fail("cannot create " + root + ": " + std::strerror(errno));
   }
+  auto undo = [&] {
+    if (made) ::rmdir(root.c_str());
+  };
   if (auto e = own_mount_namespace()) {
-    ::rmdir(root.c_str());
+    undo();
     return fail("no mount namespace of our own: " + e.message());
   }
-  // Trials' logs and histories only: a worker that writes without end fills
-  // this, not the machine's memory (its trial fails with ENOSPC, named).
+  // tmpfs is memory (or swap): the bound on what the run's running trials
+  // hold at once. The native worker's logs are cut at 1 MiB each and a
+  // history at kMaxHistoryBytes; a subject that writes its own files without
+  // end fills it, and then every trial running at that moment meets ENOSPC,
+  // as they all met a full out dir before.
   if (::mount("shmstress-trials", root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
               "mode=0755,size=1g") != 0) {
     const int e = errno;
-    ::rmdir(root.c_str());
+    undo();
     return fail("cannot mount a tmpfs at " + root + ": " + std::strerror(e));
   }
   return std::unique_ptr<TrialScratch>(new TrialScratch(root));
@@ -192,17 +212,25 @@ std::error_code move_trial_dir(const std::string& from, const std::string& to) {
   if (!ec) return ec;
   if (ec != std::errc::cross_device_link) return ec;
   ec.clear();
+  // Copied under a name no trial dir has (a scenario's name never starts
+  // with '.'), then renamed: a run killed mid-copy leaves no half a trial
+  // under the trial's own name, which a later run would refuse to replace
+  // (no schedule.json yet) or `check` would read.
+  const fs::path dest(to);
+  const fs::path tmp = dest.parent_path() /
+                       ("." + dest.filename().string() + ".partial-" + std::to_string(::getpid()));
   // By hand, not fs::copy: a FIFO or a socket a subject left in its dir
   // (fs::copy refuses both) must not cost the trial its evidence. They are
   // left out; a symlink is copied as one, never followed.
   auto copy = [&]() -> std::error_code {
     std::error_code e;
-    if (!fs::create_directory(to, from, e) && !e) e = std::make_error_code(std::errc::file_exists);
+    fs::remove_all(tmp, e);  // ours: a run of this pid killed mid-copy
+    if (!fs::create_directory(tmp, from, e) && !e) e = std::make_error_code(std::errc::file_exists);
     if (e) return e;
     for (auto it = fs::recursive_directory_iterator(from, e);
          !e && it != fs::recursive_directory_iterator(); it.increment(e)) {
       // Lexically: fs::relative() would resolve a symlink to where it points.
-      const fs::path dst = fs::path(to) / it->path().lexically_relative(from);
+      const fs::path dst = tmp / it->path().lexically_relative(from);
       switch (it->symlink_status(e).type()) {
         case fs::file_type::directory:
           fs::create_directory(dst, it->path(), e);
@@ -216,12 +244,18 @@ std::error_code move_trial_dir(const std::string& from, const std::string& to) {
         default:
           break;
       }
+      if (e) return e;  // before increment() clears it
     }
     return e;
   };
   std::error_code rm;
-  if ((ec = copy())) {
-    fs::remove_all(to, rm);
+  if (!(ec = copy())) {
+    // renameat2(RENAME_NOREPLACE): a `to` made meanwhile is never replaced.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
+      ec = std::error_code(errno, std::generic_category());
+  }
+  if (ec) {
+    fs::remove_all(tmp, rm);
     return ec;
   }
   fs::remove_all(from, rm);

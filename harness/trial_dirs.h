@@ -61,13 +61,16 @@ class SpareDirs {
 // creates until spares exist - the whole of a run's first round, which is
 // where a --stop-on-violation run finds most of what it finds. Trial dirs on
 // the run's tmpfs took the median time to a first violation over
-// tests/mutants from 1.37 to 0.98 s (docs/mutants.md, issue 20 section 4).
+// tests/mutants from 1.12 to 0.95 s, paired (docs/mutants.md, issue 20 §4).
+// A running trial is seen from outside the run only through the run's
+// namespace: `nsenter -t RUN_PID -m`, or /proc/RUN_PID/root/<out>/.trials.
 class TrialScratch {
  public:
   // Needs root (CAP_SYS_ADMIN) and an `<out>/.trials` that is absent or an
-  // empty dir (a run killed before it removed its own): else nullopt, `why`
+  // empty dir (a run killed before it removed its own): else nullptr, `why`
   // says why, and the run keeps its trials in the out dir as before. The
-  // calling thread (and every process it forks) enters the namespace.
+  // calling thread (and every process it forks) enters the namespace; a
+  // later call from another thread gets nullptr, never a mount the host sees.
   static std::unique_ptr<TrialScratch> make(const std::string& out_dir, std::string* why);
   ~TrialScratch();  // unmounts and removes `<out>/.trials`
   TrialScratch(const TrialScratch&) = delete;
@@ -82,8 +85,8 @@ class TrialScratch {
 
 // Moves the trial dir `from` to `to` (absent; its parent exists): a rename
 // where both are on one filesystem, else a copy of its files, dirs and
-// symlinks, then `from` removed. On failure `to` is removed again and
-// `from` stays.
+// symlinks (a FIFO or a socket is left out) under a hidden name, renamed to
+// `to`, then `from` removed. On failure `to` was never made and `from` stays.
 std::error_code move_trial_dir(const std::string& from, const std::string& to);
 
 }  // namespace harness

@@ -6,15 +6,19 @@
 
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace harness {
@@ -164,9 +168,29 @@ int mounts_at(const std::string& mountinfo, const std::string& path) {
 
 using TrialScratchTest = SpareDirsTest;
 
+// The inode of a /proc mount-namespace link.
+ino_t ns_of(const std::string& link) {
+  struct stat st {};
+  return ::stat(link.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
 TEST_F(TrialScratchTest, IsATmpfsOfTheRunsOwnThatTheHostNeverSeesAndGoesWithIt) {
   if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  base_ = fs::canonical(base_);  // as mountinfo names it
   const std::string root = (base_ / ".trials").string();
+  // A process forked before the run's namespace exists stays where the run
+  // started: the host's view, whatever pid 1's is.
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t host = ::fork();
+  if (host == 0) {
+    char c;
+    ::close(go[1]);
+    (void)!::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  const std::string host_mountinfo = "/proc/" + std::to_string(host) + "/mountinfo";
   {
     std::string why;
     auto scratch = TrialScratch::make(base_.string(), &why);
@@ -175,13 +199,41 @@ TEST_F(TrialScratchTest, IsATmpfsOfTheRunsOwnThatTheHostNeverSeesAndGoesWithIt) 
     struct statfs sf {};
     ASSERT_EQ(::statfs(root.c_str(), &sf), 0);
     EXPECT_EQ(sf.f_type, TMPFS_MAGIC);
+    EXPECT_NE(ns_of("/proc/thread-self/ns/mnt"),
+              ns_of("/proc/" + std::to_string(host) + "/ns/mnt"));
     EXPECT_EQ(mounts_at("/proc/self/mountinfo", root), 1);
-    // pid 1 is in the host's mount namespace (this test's shell is too).
-    EXPECT_EQ(mounts_at("/proc/1/mountinfo", root), 0);
+    EXPECT_EQ(mounts_at(host_mountinfo, root), 0);
     std::ofstream(root + "/history.jsonl") << "{}";
   }
   EXPECT_EQ(mounts_at("/proc/self/mountinfo", root), 0);
   EXPECT_FALSE(fs::exists(root));
+  ::close(go[1]);
+  ::waitpid(host, nullptr, 0);
+}
+
+TEST_F(TrialScratchTest, AThreadOutsideTheRunsNamespaceGetsNoMountAtAll) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  if (ns_of("/proc/thread-self/ns/mnt") !=
+      ns_of("/proc/" + std::to_string(::getppid()) + "/ns/mnt"))
+    GTEST_SKIP() << "this process entered its namespace in an earlier test (run each test alone, "
+                    "as ctest does)";
+  // A thread that exists before the first make() stays in the host's
+  // namespace when the caller moves (unshare moves one thread).
+  std::promise<void> made;
+  std::string elsewhere_why;
+  bool elsewhere_mounted = true;
+  std::thread other([&] {
+    made.get_future().wait();
+    elsewhere_mounted = TrialScratch::make((base_ / "scen").string(), &elsewhere_why) != nullptr;
+  });
+  std::string why;
+  auto scratch = TrialScratch::make(base_.string(), &why);
+  ASSERT_NE(scratch, nullptr) << why;
+  made.set_value();
+  other.join();
+  EXPECT_FALSE(elsewhere_mounted);
+  EXPECT_EQ(elsewhere_why, "no mount namespace of our own: Invalid argument");
+  EXPECT_FALSE(fs::exists(base_ / "scen" / ".trials"));
 }
 
 TEST_F(TrialScratchTest, AnEmptyDirAKilledRunLeftIsTakenAgain) {
@@ -231,6 +283,26 @@ TEST_F(TrialScratchTest, AKeptTrialLeavesTheTmpfsWholeAndTheTmpfsKeepsNothingOfI
   std::ifstream h(fs::path(kept) / "history.jsonl");
   std::string text((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "something");
+}
+
+TEST_F(TrialScratchTest, ACopyThatFailsLeavesNoPartOfItAndTheSourceWhole) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounts need root";
+  std::string why;
+  auto scratch = TrialScratch::make(base_.string(), &why);  // and our namespace for the small disk
+  ASSERT_NE(scratch, nullptr) << why;
+  const fs::path small = base_ / "small";
+  fs::create_directories(small);
+  ASSERT_EQ(::mount("small", small.c_str(), "tmpfs", 0, "size=64k"), 0);
+  const std::string from = scratch->root() + "/trial-0";
+  fs::create_directories(from + "/job0-rank0");
+  std::ofstream(from + "/history.jsonl") << "{}";
+  std::ofstream(from + "/job0-rank0/stdout.log") << std::string(256 * 1024, 'x');
+  const std::string to = (small / "trial-0").string();
+  // libstdc++'s copy_file says EIO for the short write ENOSPC cut.
+  EXPECT_EQ(move_trial_dir(from, to), std::make_error_code(std::errc::io_error));
+  EXPECT_TRUE(fs::is_empty(small));  // neither `to` nor the hidden copy
+  EXPECT_EQ(fs::file_size(from + "/job0-rank0/stdout.log"), 256u * 1024);
+  ::umount2(small.c_str(), MNT_DETACH);
 }
 
 TEST_F(TrialScratchTest, AMoveOntoAnythingThereFailsAndLeavesBoth) {

@@ -55,14 +55,15 @@ caught_after=$(( $(date +%s) - start ))
 summary="$SCRATCH/run$caught/summary.json"
 # The catching trial ran on the run's own tmpfs (as root) and was kept: it is
 # in the out dir whole, with its timeline, and the tmpfs left nothing behind,
-# neither its dir nor a mount this (the host's) namespace could see.
+# neither its dir nor a mount. (That the mount is never seen outside the run
+# while it runs is harness/trial_dirs_test.cc's.)
 kept=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['trial_dir']")
 [[ $kept == "$SCRATCH/run$caught/"* ]] || fail "the catching trial's dir $kept is not in the out dir"
 for f in history.jsonl schedule.json scenario.toml verdict.json timeline.html; do
   [[ -s $kept/$f ]] || fail "the kept trial dir $kept has no $f"
 done
 [[ ! -e $SCRATCH/run$caught/.trials ]] || fail "the run left $SCRATCH/run$caught/.trials behind"
-! grep -q " $SCRATCH/" /proc/self/mountinfo || fail "a mount under $SCRATCH is visible outside the run"
+! grep -q " $SCRATCH/" /proc/self/mountinfo || fail "the run left a mount under $SCRATCH behind"
 first=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['scenario'] + ' trial ' + str([v for v in j['violations'] if v['invariant'] == '$hit'][0]['trial'])")
 file=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['scenario']")
 trial=${first##* trial }
