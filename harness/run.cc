@@ -621,7 +621,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // same seed split the seed space with no overlap and no gap.
   const int shards = std::max(1, opt.shard_count), shard = opt.shard_index;
   auto enqueue_round = [&](int round_base, int per) {
-    for (const Scenario* sp : start_order(scenarios, per > 0 ? round_base : 0)) {
+    for (const Scenario* sp : start_order(scenarios, round_base)) {
       const Scenario& s = *sp;
       // --trials N gives a costly scenario (every = k) its share, N / k, at least one.
       int n = opt.trials > 0 ? std::max(1, (opt.trials + s.every - 1) / s.every) : s.default_trials;
@@ -686,8 +686,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   r.concurrency.now = r.concurrency.lowest = r.concurrency.highest = parallel();
   struct Running {
     Pending p;
-    std::string dir;       // where it runs: the run's scratch (trial_dirs.h), else kept_dir
-    std::string kept_dir;  // where it goes if the run keeps it
+    std::string dir;  // where it runs: the run's scratch (trial_dirs.h) if it has one, else where
+                      // it is kept
     std::uint64_t seed;
     std::chrono::steady_clock::time_point started;
     std::vector<Action> actions;  // the plan's: how late its signals fired
@@ -725,6 +725,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // only a trial the run keeps is written to the out dir's disk.
   std::unique_ptr<TrialScratch> scratch;
   std::optional<SpareDirs> spares;
+  // A trial's dir under `root` (the out dir: where it is kept; or the scratch).
+  auto trial_dir_in = [](const std::string& root, const Pending& p) {
+    return root + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
+  };
   if (opt.allow_mount_ns && ::geteuid() == 0) {
     std::string no_scratch;  // then the out dir, as before: nothing to report
     scratch = TrialScratch::make(r.out_dir, &no_scratch);
@@ -812,11 +816,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
           continue;
         }
         std::stable_sort(plan.actions.begin(), plan.actions.end(), [](const Action& a, const Action& b) { return a.at_ns < b.at_ns; });
-        const std::string kept_dir =
-            r.out_dir + "/" + p.s->name + "/trial-" + std::to_string(p.trial);
-        const std::string dir =
-            scratch ? scratch->root() + "/" + p.s->name + "/trial-" + std::to_string(p.trial)
-                    : kept_dir;
+        const std::string kept_dir = trial_dir_in(r.out_dir, p);
+        const std::string dir = scratch ? trial_dir_in(scratch->root(), p) : kept_dir;
         std::error_code dir_ec;
         std::string dir_failed = dir;  // named if making it fails
         std::string not_ours;
@@ -902,7 +903,6 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
         const auto now = std::chrono::steady_clock::now();
         running[pid] = Running{p,
                                dir,
-                               kept_dir,
                                plan.seed,
                                now,
                                std::move(plan.actions),
@@ -961,14 +961,15 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // full or gone) is dropped with its dir, and the harness failed: named,
     // as a full out dir was when trial dirs were made there.
     auto keep = [&] {
-      if (done.dir == done.kept_dir) return true;
-      if (auto e = move_trial_dir(done.dir, done.kept_dir)) {
+      const std::string kept_dir = trial_dir_in(r.out_dir, done.p);
+      if (done.dir == kept_dir) return true;
+      if (auto e = move_trial_dir(done.dir, kept_dir)) {
         t.harness_error = true;
         t.harness_error_text +=
-            "cannot keep the trial dir in " + done.kept_dir + ": " + e.message() + "; ";
+            "cannot keep the trial dir in " + kept_dir + ": " + e.message() + "; ";
         return false;
       }
-      t.dir = done.kept_dir;
+      t.dir = kept_dir;
       return true;
     };
     if (failing && (opt.max_kept <= 0 || kept_failing < opt.max_kept) && keep()) {
