@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -248,16 +249,22 @@ std::error_code move_trial_dir(const std::string& from, const std::string& to) {
     }
     return e;
   };
+  // Every signal waits until the copy is done: a handler installed without
+  // SA_RESTART (the run's tick, its stop) would cut a sendfile() inside
+  // copy_file() short with EINTR, which libstdc++ reports, not retries, and
+  // the trial would be lost for a tick that came at the wrong moment.
+  sigset_t all, before;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &before);
   std::error_code rm;
   if (!(ec = copy())) {
     // renameat2(RENAME_NOREPLACE): a `to` made meanwhile is never replaced.
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
       ec = std::error_code(errno, std::generic_category());
   }
-  if (ec) {
-    fs::remove_all(tmp, rm);
-    return ec;
-  }
+  if (ec) fs::remove_all(tmp, rm);
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (ec) return ec;
   fs::remove_all(from, rm);
   return {};
 }

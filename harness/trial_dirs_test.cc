@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace harness {
 namespace {
@@ -303,6 +306,43 @@ TEST_F(TrialScratchTest, ACopyThatFailsLeavesNoPartOfItAndTheSourceWhole) {
   EXPECT_TRUE(fs::is_empty(small));  // neither `to` nor the hidden copy
   EXPECT_EQ(fs::file_size(from + "/job0-rank0/stdout.log"), 256u * 1024);
   ::umount2(small.c_str(), MNT_DETACH);
+}
+
+void on_tick(int) {}
+
+// The run ticks (SIGALRM every 250 ms) with a handler that does not restart,
+// so the tick interrupts its waitpid(). A copy it cut short was a kept trial
+// lost (libstdc++'s copy_file reports sendfile()'s EINTR; CI met it once in
+// ~1,000 keeps). Here the tick comes every 20 us: without the signals held
+// off, most of these copies fail.
+TEST_F(TrialScratchTest, ATickWithoutRestartNeverCutsACopyShort) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
+  std::string why;
+  auto scratch = TrialScratch::make(base_.string(), &why);
+  ASSERT_NE(scratch, nullptr) << why;
+  const std::string running = scratch->root() + "/trial-0";
+  const std::string kept = (base_ / "scen" / "trial-0").string();
+  fs::create_directories(running + "/job0-rank0");
+  std::ofstream(running + "/job0-rank0/stdout.log") << std::string(4 << 20, 'x');
+  struct sigaction tick {
+  }, before{};
+  tick.sa_handler = on_tick;  // no SA_RESTART, as the run's
+  ASSERT_EQ(::sigaction(SIGALRM, &tick, &before), 0);
+  itimerval every{{0, 20}, {0, 20}}, off{};
+  ::setitimer(ITIMER_REAL, &every, nullptr);
+  std::vector<std::error_code> errors;
+  for (int i = 0; i < 10; ++i) {
+    errors.push_back(move_trial_dir(running, kept));  // the disk
+    errors.push_back(move_trial_dir(kept, running));  // the tmpfs
+  }
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::sigaction(SIGALRM, &before, nullptr);
+  EXPECT_EQ(errors, std::vector<std::error_code>(20)) << "e.g. " << [&] {
+    for (const auto& e : errors)
+      if (e) return e.message();
+    return std::string();
+  }();
+  EXPECT_EQ(fs::file_size(running + "/job0-rank0/stdout.log"), 4u << 20);
 }
 
 TEST_F(TrialScratchTest, AMoveOntoAnythingThereFailsAndLeavesBoth) {

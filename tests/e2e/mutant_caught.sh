@@ -58,7 +58,12 @@ summary="$SCRATCH/run$caught/summary.json"
 # neither its dir nor a mount. (That the mount is never seen outside the run
 # while it runs is harness/trial_dirs_test.cc's.)
 kept=$(json "$summary" "[v for v in j['violations'] if v['invariant'] == '$hit'][0]['trial_dir']")
-[[ $kept == "$SCRATCH/run$caught/"* ]] || fail "the catching trial's dir $kept is not in the out dir"
+if [[ $kept != "$SCRATCH/run$caught/"* ]]; then
+  # Why it was not kept is the summary's (a keep that failed is a harness error).
+  json "$summary" "json.dumps({'violations': j['violations'], 'harness_errors': j.get('harness_errors')}, indent=1)" >&2
+  tail -n 20 "$SCRATCH/out$caught.log" >&2
+  fail "the catching trial's dir '$kept' is not in the out dir"
+fi
 for f in history.jsonl schedule.json scenario.toml verdict.json timeline.html; do
   [[ -s $kept/$f ]] || fail "the kept trial dir $kept has no $f"
 done
