@@ -756,8 +756,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     for (const auto& sub : opt.subscribers) sub->progress(p);
   };
   // Counts a finished trial and tells the subscribers; true if it had a
-  // violation in a new bucket.
-  auto finished = [&](TrialResult t) {
+  // violation in a new bucket. With `stops`, such a trial stops the run, and
+  // the running trials are killed before anyone hears of it: a subscriber
+  // may take long (the live summary's first write took 120 ms with its
+  // fsync), and trials that ran on meanwhile were checked and kept after.
+  auto finished = [&](TrialResult t, bool stops = false) {
     r.elapsed = elapsed();
     if (adaptive) {
       adaptive->trial_lateness(t.late_ms, r.elapsed);
@@ -765,6 +768,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     }
     const bool is_new = r.add(t);
     new_violations += is_new ? 1 : 0;
+    if (is_new && stops) {
+      stop_asked = true;
+      for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+    }
     note_concurrency();
     for (const auto& sub : opt.subscribers) sub->trial_finished(t, r);
     progress(false);
@@ -996,10 +1003,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     // evidence), not at the first unrelated one on its way there; with a
     // baseline, at the first violation the baseline does not know.
     const bool expected = t.expectation == Expectation::kNone || t.expectation == Expectation::kMet;
-    if (finished(std::move(t)) && opt.stop_on_violation && expected && !stopping()) {
-      stop_asked = true;
-      for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
-    }
+    finished(std::move(t), opt.stop_on_violation && expected && !stopping());
   }
   spares.reset();  // the spares go before anything reads the out dir
   scratch.reset();

@@ -312,9 +312,9 @@ void on_tick(int) {}
 
 // The run ticks (SIGALRM every 250 ms) with a handler that does not restart,
 // so the tick interrupts its waitpid(). A copy it cut short was a kept trial
-// lost (libstdc++'s copy_file reports sendfile()'s EINTR; CI met it once in
-// ~1,000 keeps). Here the tick comes every 20 us: without the signals held
-// off, most of these copies fail.
+// lost (libstdc++'s copy_file reports sendfile()'s EINTR, and does not
+// retry). Here the tick comes every 20 us: without the signals held off,
+// most of these copies fail.
 TEST_F(TrialScratchTest, ATickWithoutRestartNeverCutsACopyShort) {
   if (::geteuid() != 0) GTEST_SKIP() << "a mount of our own needs root";
   std::string why;

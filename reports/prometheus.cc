@@ -281,12 +281,14 @@ std::optional<double> read_metric(const std::string& path, const std::string& na
 
 namespace {
 
-std::optional<harness::OutputError> write(const harness::RunResult& r, const std::string& path, MetricsOptions o) {
+std::optional<harness::OutputError> write(const harness::RunResult& r, const std::string& path,
+                                          MetricsOptions o,
+                                          harness::Durability d = harness::Durability::kSynced) {
   o.now_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   o.previous_success = read_metric(path, "shmstress_last_success_timestamp_seconds", r.subject);
   o.previous_run = read_metric(path, "shmstress_last_run_timestamp_seconds", r.subject);
-  return harness::write_output(path, metrics_text(r, o), harness::OutputOrigin::kUser);
+  return harness::write_output(path, metrics_text(r, o), harness::OutputOrigin::kUser, d);
 }
 
 }  // namespace
@@ -301,7 +303,7 @@ std::optional<harness::OutputError> write_metrics(const harness::RunResult& r, c
 std::optional<harness::OutputError> write_metrics_live(const harness::RunResult& r, const std::string& path) {
   MetricsOptions o;
   o.in_progress = true;
-  return write(r, path, o);
+  return write(r, path, o, harness::Durability::kUnsynced);
 }
 
 namespace {

@@ -28,9 +28,13 @@ namespace reports {
 nlohmann::json summary_json(const harness::RunResult& r);
 // Writes summary.json (harness::write_output: a derived path, replaced
 // atomically). nullopt once written.
-std::optional<harness::OutputError> write_summary(const harness::RunResult& r, const std::string& path);
+std::optional<harness::OutputError> write_summary(
+    const harness::RunResult& r, const std::string& path,
+    harness::Durability d = harness::Durability::kSynced);
 // Subscriber: rewrites the run dir's summary.json after every trial (a
-// --duration soak), so a soak killed by SIGKILL still leaves one.
+// --duration soak), so a soak killed by SIGKILL still leaves one. Unsynced
+// (the final write is synced): an fsync on the run loop's one thread took
+// up to 120 ms, and every trial waits on that thread to start.
 std::shared_ptr<harness::RunSubscriber> live_summary();
 // One bucket as summary.json lists it (docs/reports.md, "Triage").
 nlohmann::json bucket_json(const harness::Bucket& b);
@@ -144,7 +148,8 @@ std::optional<double> read_metric(const std::string& path, const std::string& na
 std::optional<harness::OutputError> write_metrics(const harness::RunResult& r, const std::string& path,
                                                   int exit_code);
 // The same while the run goes on (shmstress_run_in_progress 1): safe to call
-// after every trial of a soak, as summary.json is.
+// after every trial of a soak, as summary.json is. Unsynced, as the live
+// summary.json: the final write is synced.
 std::optional<harness::OutputError> write_metrics_live(const harness::RunResult& r, const std::string& path);
 // Subscriber: write_metrics_live after every trial (a --duration soak).
 std::shared_ptr<harness::RunSubscriber> live_metrics_file(const std::string& path);

@@ -21,7 +21,9 @@ class LiveSummary : public harness::RunSubscriber {
  public:
   void trial_finished(const harness::TrialResult&, const harness::RunResult& so_far) override {
     if (!throttle_.due(std::chrono::steady_clock::now())) return;
-    (void)write_summary(so_far, so_far.out_dir + "/summary.json");  // the final write (by the caller) reports failures
+    (void)write_summary(
+        so_far, so_far.out_dir + "/summary.json",
+        harness::Durability::kUnsynced);  // the final write (by the caller) reports failures
   }
 
  private:
@@ -267,8 +269,10 @@ Json summary_json(const harness::RunResult& r) {
   return j;
 }
 
-std::optional<harness::OutputError> write_summary(const harness::RunResult& r, const std::string& path) {
-  return harness::write_output(path, summary_json(r).dump(2) + "\n", harness::OutputOrigin::kDerived);
+std::optional<harness::OutputError> write_summary(const harness::RunResult& r,
+                                                  const std::string& path, harness::Durability d) {
+  return harness::write_output(path, summary_json(r).dump(2) + "\n",
+                               harness::OutputOrigin::kDerived, d);
 }
 
 std::shared_ptr<harness::RunSubscriber> live_summary() { return std::make_shared<LiveSummary>(); }

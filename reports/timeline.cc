@@ -341,7 +341,9 @@ bool write_timeline(const harness::TrialResult& t, const harness::TrialMeta& met
   for (const auto& [file, text] :
        {std::pair{t.dir + "/timeline.json", trace.dump(1, ' ', false, Json::error_handler_t::replace) + "\n"},
         std::pair{t.dir + "/timeline.html", timeline_html(trace)}}) {
-    if (auto e = harness::write_output(file, text, harness::OutputOrigin::kDerived)) {
+    // A trial dir's own files, unsynced as its history.jsonl is (files.h).
+    if (auto e = harness::write_output(file, text, harness::OutputOrigin::kDerived,
+                                       harness::Durability::kUnsynced)) {
       if (err != nullptr) *err = e->message;
       return false;
     }
