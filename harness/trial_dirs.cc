@@ -253,17 +253,30 @@ std::error_code move_trial_dir(const std::string& from, const std::string& to) {
   // SA_RESTART (the run's tick, its stop) would cut a sendfile() inside
   // copy_file() short with EINTR, which libstdc++ reports, not retries, and
   // the trial would be lost for a tick that came at the wrong moment.
-  sigset_t all, before;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_BLOCK, &all, &before);
+  // The mask comes back however this scope is left (a path that throws
+  // bad_alloc included): a loop left with every signal blocked would never
+  // wake for its tick or its stop again.
+  struct HeldSignals {
+    sigset_t before;
+    HeldSignals() {
+      sigset_t all;
+      ::sigfillset(&all);
+      ::pthread_sigmask(SIG_BLOCK, &all, &before);
+    }
+    ~HeldSignals() { ::pthread_sigmask(SIG_SETMASK, &before, nullptr); }
+    HeldSignals(const HeldSignals&) = delete;
+    HeldSignals& operator=(const HeldSignals&) = delete;
+  };
   std::error_code rm;
-  if (!(ec = copy())) {
-    // renameat2(RENAME_NOREPLACE): a `to` made meanwhile is never replaced.
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
-      ec = std::error_code(errno, std::generic_category());
+  {
+    const HeldSignals held;
+    if (!(ec = copy())) {
+      // renameat2(RENAME_NOREPLACE): a `to` made meanwhile is never replaced.
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
+        ec = std::error_code(errno, std::generic_category());
+    }
+    if (ec) fs::remove_all(tmp, rm);
   }
-  if (ec) fs::remove_all(tmp, rm);
-  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (ec) return ec;
   fs::remove_all(from, rm);
   return {};

@@ -336,6 +336,11 @@ TEST_F(TrialScratchTest, ATickWithoutRestartNeverCutsACopyShort) {
     errors.push_back(move_trial_dir(kept, running));  // the tmpfs
   }
   ::setitimer(ITIMER_REAL, &off, nullptr);
+  // The signals held off during each copy come back after it.
+  sigset_t now;
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, nullptr, &now), 0);
+  EXPECT_FALSE(::sigismember(&now, SIGALRM));
+  EXPECT_FALSE(::sigismember(&now, SIGINT));
   ::sigaction(SIGALRM, &before, nullptr);
   EXPECT_EQ(errors, std::vector<std::error_code>(20)) << "e.g. " << [&] {
     for (const auto& e : errors)

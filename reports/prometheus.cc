@@ -282,13 +282,12 @@ std::optional<double> read_metric(const std::string& path, const std::string& na
 namespace {
 
 std::optional<harness::OutputError> write(const harness::RunResult& r, const std::string& path,
-                                          MetricsOptions o,
-                                          harness::Durability d = harness::Durability::kSynced) {
+                                          MetricsOptions o) {
   o.now_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   o.previous_success = read_metric(path, "shmstress_last_success_timestamp_seconds", r.subject);
   o.previous_run = read_metric(path, "shmstress_last_run_timestamp_seconds", r.subject);
-  return harness::write_output(path, metrics_text(r, o), harness::OutputOrigin::kUser, d);
+  return harness::write_output(path, metrics_text(r, o), harness::OutputOrigin::kUser);
 }
 
 }  // namespace
@@ -303,7 +302,7 @@ std::optional<harness::OutputError> write_metrics(const harness::RunResult& r, c
 std::optional<harness::OutputError> write_metrics_live(const harness::RunResult& r, const std::string& path) {
   MetricsOptions o;
   o.in_progress = true;
-  return write(r, path, o, harness::Durability::kUnsynced);
+  return write(r, path, o);
 }
 
 namespace {

@@ -148,8 +148,10 @@ std::optional<double> read_metric(const std::string& path, const std::string& na
 std::optional<harness::OutputError> write_metrics(const harness::RunResult& r, const std::string& path,
                                                   int exit_code);
 // The same while the run goes on (shmstress_run_in_progress 1): safe to call
-// after every trial of a soak, as summary.json is. Unsynced, as the live
-// summary.json: the final write is synced.
+// after every trial of a soak, as summary.json is. Synced, unlike the live
+// summary.json: this file alone carries the last success's timestamp from
+// one run to the next, and an unsynced replacement could leave it empty after
+// a power loss.
 std::optional<harness::OutputError> write_metrics_live(const harness::RunResult& r, const std::string& path);
 // Subscriber: write_metrics_live after every trial (a --duration soak).
 std::shared_ptr<harness::RunSubscriber> live_metrics_file(const std::string& path);
