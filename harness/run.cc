@@ -760,6 +760,10 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
   // the running trials are killed before anyone hears of it: a subscriber
   // may take long (the live summary's first write took 120 ms with its
   // fsync), and trials that ran on meanwhile were checked and kept after.
+  // Every running trial ended: each supervisor's group, workers included.
+  auto kill_running = [&] {
+    for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+  };
   auto finished = [&](TrialResult t, bool stops = false) {
     r.elapsed = elapsed();
     if (adaptive) {
@@ -770,7 +774,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     new_violations += is_new ? 1 : 0;
     if (is_new && stops) {
       stop_asked = true;
-      for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+      kill_running();
     }
     note_concurrency();
     for (const auto& sub : opt.subscribers) sub->trial_finished(t, r);
@@ -926,8 +930,7 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     if (pid < 0) {
       if (errno == EINTR) {
         if (stopping()) {
-          // Stop within 2 s: end every running trial (each supervisor's group: workers included).
-          for (auto& [sp, run] : running) ::kill(-sp, SIGKILL), ::kill(sp, SIGKILL);
+          kill_running();  // the stop within 2 s
         }
         continue;
       }

@@ -205,14 +205,17 @@ TrialScratch::~TrialScratch() {
 }
 
 std::error_code move_trial_dir(const std::string& from, const std::string& to) {
-  std::error_code ec;
-  // rename() would replace an empty dir there, and copy() merge into any.
-  if (fs::symlink_status(to, ec).type() != fs::file_type::not_found)
-    return ec ? ec : std::make_error_code(std::errc::file_exists);
-  fs::rename(from, to, ec);
+  // renameat2(RENAME_NOREPLACE), both for the move and for a copy's last
+  // step: rename() would replace an empty dir at `to`, and nothing there,
+  // whenever it was made, is ever replaced.
+  auto rename_noreplace = [](const fs::path& a, const std::string& b) {
+    return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_NOREPLACE) == 0
+               ? std::error_code()
+               : std::error_code(errno, std::generic_category());
+  };
+  std::error_code ec = rename_noreplace(from, to);
   if (!ec) return ec;
   if (ec != std::errc::cross_device_link) return ec;
-  ec.clear();
   // Copied under a name no trial dir has (a scenario's name never starts
   // with '.'), then renamed: a run killed mid-copy leaves no half a trial
   // under the trial's own name, which a later run would refuse to replace
@@ -270,11 +273,7 @@ std::error_code move_trial_dir(const std::string& from, const std::string& to) {
   std::error_code rm;
   {
     const HeldSignals held;
-    if (!(ec = copy())) {
-      // renameat2(RENAME_NOREPLACE): a `to` made meanwhile is never replaced.
-      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
-        ec = std::error_code(errno, std::generic_category());
-    }
+    if (!(ec = copy())) ec = rename_noreplace(tmp, to);
     if (ec) fs::remove_all(tmp, rm);
   }
   if (ec) return ec;
