@@ -796,10 +796,18 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       adaptive->update(probe->sample(), last_tick, static_cast<int>(running.size() + queue.size()));
       note_concurrency();
     }
+    // Room for one more trial, and one waiting to start.
+    auto may_start = [&] {
+      return !stopping() && running.size() < static_cast<std::size_t>(parallel()) &&
+             !queue.empty() && (!soak || elapsed() < opt.duration_s);
+    };
     if (!stopping()) {
       if (soak && queue.empty() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
-      while (!stopping() && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
-             (!soak || elapsed() < opt.duration_s)) {
+      // One trial started per pass, then whatever ended meanwhile is checked
+      // before the next: starting a whole round of 32 took 0.3 s on 2 cores,
+      // and a trial that ended within it waited for its check (and a run
+      // that stops at it, for its verdict) until the last had started.
+      while (may_start()) {
         Pending p = queue.front();
         queue.pop_front();
         ++started;
@@ -918,6 +926,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
                                now,
                                std::move(plan.actions),
                                now + std::chrono::nanoseconds(plan.timeout_ns) + kSupervisorGrace};
+        for (const auto& sub : opt.subscribers) sub->trial_started({p.s->name, p.trial, pid});
+        break;
       }
     }
     if (running.empty()) {
@@ -926,7 +936,8 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       continue;
     }
     int st = 0;
-    pid_t pid = ::waitpid(-1, &st, 0);
+    pid_t pid = ::waitpid(-1, &st, may_start() ? WNOHANG : 0);
+    if (pid == 0) continue;  // none ended: start the next
     if (pid < 0) {
       if (errno == EINTR) {
         if (stopping()) {

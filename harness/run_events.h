@@ -13,8 +13,11 @@
 // returns, and a harness killed by SIGKILL just stops calling.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "results.h"
@@ -33,9 +36,20 @@ struct Progress {
   bool final = false;            // the last one: the run is over
 };
 
+// A trial whose supervisor was just started: it runs until its
+// trial_finished (or the run's stop). `supervisor` is the process that runs
+// it, a child of the harness (it may have exited already).
+struct TrialStart {
+  std::string scenario;
+  int trial = 0;
+  pid_t supervisor = 0;
+};
+
 class RunSubscriber {
  public:
   virtual ~RunSubscriber() = default;
+  // Once per trial whose supervisor started, before its trial_finished.
+  virtual void trial_started(const TrialStart& /*t*/) {}
   // A trial was checked and counted: `t` is its result (its dir is gone
   // unless t.kept), `so_far` the run including it.
   virtual void trial_finished(const TrialResult& /*t*/, const RunResult& /*so_far*/) {}
