@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -208,6 +209,44 @@ void HarnessTrialExec(benchmark::State& state) { RunTrials(state, kTrials, 1, fa
 void HarnessTrialDefaultExec(benchmark::State& state) { RunTrials(state, kTrials, 0, false); }
 void HarnessRun(benchmark::State& state) { RunTrials(state, 1, 1); }
 
+// The stock catalog's files, sorted as a shell's glob sorts them.
+std::vector<std::string> catalog() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(SHMSTRESS_SOURCE_DIR "/scenarios"))
+    if (e.path().extension() == ".toml") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// What every `shmstress run scenarios/*.toml` pays before its first trial:
+// the load and the validation of the catalog (LoadAndValidateCatalog), of
+// which parsing the files is LoadCatalog; the rest is the conflict draws
+// (kValidationTrials plans a scenario, harness/run.cc).
+void LoadCatalog(benchmark::State& state) {
+  const auto files = catalog();
+  int failed = 0;
+  for (auto _ : state) {
+    for (const auto& f : files) {
+      harness::ScenarioError e;
+      if (!harness::load_scenario(f, &e)) ++failed;
+    }
+  }
+  state.counters["files"] = static_cast<double>(files.size());
+  state.counters["failed"] = failed;
+}
+void LoadAndValidateCatalog(benchmark::State& state) {
+  const auto files = catalog();
+  int failed = 0;
+  for (auto _ : state) {
+    std::vector<harness::Scenario> out;
+    std::string err;
+    if (!harness::load_and_validate(files, &out, &err)) ++failed;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["files"] = static_cast<double>(files.size());
+  state.counters["failed"] = failed;
+}
+
 }  // namespace
 
 BENCHMARK(BareSpawn)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
@@ -218,4 +257,6 @@ BENCHMARK(HarnessTrialExec)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->Use
 BENCHMARK(HarnessTrialDefault)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessTrialDefaultExec)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(HarnessRun)->Arg(4)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(LoadCatalog)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(LoadAndValidateCatalog)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();
