@@ -38,7 +38,9 @@ struct Progress {
 
 // A trial whose supervisor was just started: it runs until its
 // trial_finished (or the run's stop). `supervisor` is the process that runs
-// it, a child of the harness (it may have exited already).
+// it, a child of the harness (it may have exited already). A subscriber may
+// watch it (a pidfd, waitid with WNOWAIT) but never reap it: the run loop
+// waits for it, and a trial whose supervisor nobody can reap is never done.
 struct TrialStart {
   std::string scenario;
   int trial = 0;
@@ -48,7 +50,9 @@ struct TrialStart {
 class RunSubscriber {
  public:
   virtual ~RunSubscriber() = default;
-  // Once per trial whose supervisor started, before its trial_finished.
+  // Once per trial whose supervisor started, before its trial_finished. A
+  // trial that could not start (its plan, its dir, a failed fork) has a
+  // trial_finished, a harness error, and no trial_started.
   virtual void trial_started(const TrialStart& /*t*/) {}
   // A trial was checked and counted: `t` is its result (its dir is gone
   // unless t.kept), `so_far` the run including it.
