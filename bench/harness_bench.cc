@@ -30,12 +30,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "catalog.h"
 #include "harness/run.h"
 
 extern char** environ;
@@ -209,21 +209,12 @@ void HarnessTrialExec(benchmark::State& state) { RunTrials(state, kTrials, 1, fa
 void HarnessTrialDefaultExec(benchmark::State& state) { RunTrials(state, kTrials, 0, false); }
 void HarnessRun(benchmark::State& state) { RunTrials(state, 1, 1); }
 
-// The stock catalog's files, sorted as a shell's glob sorts them.
-std::vector<std::string> catalog() {
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(SHMSTRESS_SOURCE_DIR "/scenarios"))
-    if (e.path().extension() == ".toml") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // What every `shmstress run scenarios/*.toml` pays before its first trial:
 // the load and the validation of the catalog (LoadAndValidateCatalog), of
 // which parsing the files is LoadCatalog; the rest is the conflict draws
 // (kValidationTrials plans a scenario, harness/run.cc).
 void LoadCatalog(benchmark::State& state) {
-  const auto files = catalog();
+  const auto files = bench::catalog();
   int failed = 0;
   for (auto _ : state) {
     for (const auto& f : files) {
@@ -235,7 +226,7 @@ void LoadCatalog(benchmark::State& state) {
   state.counters["failed"] = failed;
 }
 void LoadAndValidateCatalog(benchmark::State& state) {
-  const auto files = catalog();
+  const auto files = bench::catalog();
   int failed = 0;
   for (auto _ : state) {
     std::vector<harness::Scenario> out;

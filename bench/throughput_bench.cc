@@ -18,11 +18,10 @@
 // scratch dir is removed. Only meaningful on an otherwise idle machine: run it
 // under the build lock (COORD.md).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "catalog.h"
+
 extern char** environ;
 
 namespace {
@@ -42,14 +43,6 @@ namespace fs = std::filesystem;
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : dflt;
-}
-
-std::vector<std::string> catalog() {
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(SHMSTRESS_SOURCE_DIR "/scenarios"))
-    if (e.path().extension() == ".toml") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
 }
 
 // The mutants whose e2e test is enabled (tests/mutants/*.patch minus PENDING).
@@ -78,7 +71,7 @@ Outcome run_catalog(const std::vector<std::string>& extra) {
   char tmpl[] = "/tmp/shmbench-tp-XXXXXX";
   const std::string out = mkdtemp(tmpl);
   std::vector<std::string> args = {SHMSTRESS_BIN, "run"};
-  for (auto& f : catalog()) args.push_back(f);
+  for (auto& f : bench::catalog()) args.push_back(f);
   args.insert(args.end(), extra.begin(), extra.end());
   args.push_back("--out");
   args.push_back(out + "/run");

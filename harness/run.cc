@@ -782,6 +782,11 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
     return is_new;
   };
 
+  // Room for one more trial, and one waiting to start.
+  auto may_start = [&] {
+    return !stopping() && running.size() < static_cast<std::size_t>(parallel()) && !queue.empty() &&
+           (!soak || elapsed() < opt.duration_s);
+  };
   while (true) {
     // Whatever blocks a supervisor (a bug, a kernel that never answers), it
     // never hangs the run: killed, its trial a harness error.
@@ -796,11 +801,6 @@ RunResult run(const std::vector<Scenario>& scenarios, const RunOptions& opt) {
       adaptive->update(probe->sample(), last_tick, static_cast<int>(running.size() + queue.size()));
       note_concurrency();
     }
-    // Room for one more trial, and one waiting to start.
-    auto may_start = [&] {
-      return !stopping() && running.size() < static_cast<std::size_t>(parallel()) &&
-             !queue.empty() && (!soak || elapsed() < opt.duration_s);
-    };
     if (!stopping()) {
       if (soak && queue.empty() && elapsed() < opt.duration_s) enqueue_round(round++, 1);
       // One trial started per pass, then whatever ended meanwhile is checked

@@ -10,10 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -36,23 +34,22 @@ acquire = false
 release = false
 )";
 
-// Records what the run loop told it, in order. When the trial `hold_at`
-// starts, it waits (without reaping it: its pidfd turns readable at its
-// exit) until trial 0's supervisor has exited: from then on the loop has a
-// trial to check, and what it does first - check it, or start the next - is
-// what the order shows. A supervisor still there after a minute (its trial's
-// timeout is 20 s) is recorded, and the test fails rather than hangs.
+// Records what the run loop told it, in order. When trial 1 starts, it
+// waits (without reaping it: its pidfd turns readable at its exit) until
+// trial 0's supervisor has exited: from then on the loop has a trial to
+// check, and what it does first - check it, or start the next - is what the
+// order shows. A supervisor still there after a minute (its trial's timeout
+// is 20 s) is recorded, and the test fails rather than hangs.
 class OrderRecorder : public RunSubscriber {
  public:
-  explicit OrderRecorder(int hold_at) : hold_at_(hold_at) {}
   void trial_started(const TrialStart& t) override {
     events.push_back("start " + std::to_string(t.trial));
-    supervisors[t.trial] = t.supervisor;
+    if (t.trial == 0) first_ = t.supervisor;
     // Trial 0 already checked (it ended before this start): nothing to hold.
-    if (t.trial != hold_at_ || !supervisors.contains(0) ||
+    if (t.trial != 1 || first_ == 0 ||
         std::find(events.begin(), events.end(), "finish 0") != events.end())
       return;
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, supervisors[0], 0));
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, first_, 0));
     if (fd < 0) {
       events.push_back("no pidfd for trial 0");
       return;
@@ -70,10 +67,9 @@ class OrderRecorder : public RunSubscriber {
     events.push_back("finish " + std::to_string(t.trial));
   }
   std::vector<std::string> events;
-  std::map<int, pid_t> supervisors;
 
  private:
-  int hold_at_;
+  pid_t first_ = 0;  // trial 0's supervisor
 };
 
 class RunLoopTest : public ::testing::Test {
@@ -96,7 +92,7 @@ TEST_F(RunLoopTest, ATrialThatEndedIsCheckedBeforeTheNextStarts) {
   std::vector<Scenario> s;
   std::string err;
   ASSERT_TRUE(load_and_validate({file}, &s, &err)) << err;
-  auto rec = std::make_shared<OrderRecorder>(1);
+  auto rec = std::make_shared<OrderRecorder>();
   RunOptions opt;
   opt.exe = std::string(SHMSTRESS_BUILD_DIR) + "/shmstress-worker";
   opt.invocation = std::string(SHMSTRESS_BUILD_DIR) + "/shmstress";
