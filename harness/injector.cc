@@ -103,6 +103,18 @@ std::optional<std::string> param_double(const FaultSpec& f, const std::string& k
   return std::nullopt;
 }
 
+std::optional<std::string> param_share(const FaultSpec& f, const std::string& key, double def,
+                                       double* out) {
+  *out = def;
+  if (!f.params.contains(key)) return std::nullopt;
+  const auto& v = f.params[key];
+  if (!v.is_number()) return quoted(key) + " must be a number in [0, 1], not " + json_type(v);
+  const double x = v.get<double>();
+  if (!(x >= 0.0 && x <= 1.0)) return quoted(key) + " = " + v.dump() + " is out of range [0, 1]";
+  *out = x;
+  return std::nullopt;
+}
+
 std::optional<std::string> param_bool(const FaultSpec& f, const std::string& key, bool def, bool* out) {
   *out = def;
   if (!f.params.contains(key)) return std::nullopt;

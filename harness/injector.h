@@ -48,6 +48,9 @@ std::optional<std::string> param_int(const FaultSpec& f, const std::string& key,
 std::optional<std::string> param_int(const FaultSpec& f, const std::string& key, int def, int lo, int hi, int* out);
 std::optional<std::string> param_double(const FaultSpec& f, const std::string& key, double def, double lo_excl,
                                         double hi_incl, double* out);
+// A share (of trials, of draws) in [0, 1]: 0 turns a draw off, 1 always on.
+std::optional<std::string> param_share(const FaultSpec& f, const std::string& key, double def,
+                                       double* out);
 std::optional<std::string> param_bool(const FaultSpec& f, const std::string& key, bool def, bool* out);
 // `allowed` empty: any non-empty string.
 std::optional<std::string> param_string(const FaultSpec& f, const std::string& key, const std::string& def,

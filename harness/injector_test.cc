@@ -495,6 +495,39 @@ TEST_F(FaultParams, SometimesArmsOnlyRanksNoOtherFaultStopsAndDrawsFromTheTrialS
   EXPECT_EQ(most, 3);
 }
 
+// The lease knob is drawn after every pause draw: a trial stops the ranks it
+// stopped without the knob, and packs all of its workers' leases or none.
+TEST_F(FaultParams, SometimesPacksEveryLeaseOfAShareOfTrialsWithoutMovingItsPauses) {
+  const std::string base = "kind = \"sometimes\"\nprobability = 1.0\nfirst_fit = ";
+  int packed = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const TrialPlan never = plan(base + "0.0", trial), always = plan(base + "1.0", trial),
+                    some = plan("kind = \"sometimes\"\nprobability = 1.0", trial);
+    ASSERT_EQ(never.workers.size(), always.workers.size());
+    const bool on = some.workers.at(0).env.contains("SHMCOORD_LEASE_FIRST_FIT");
+    packed += on;
+    for (std::size_t i = 0; i < never.workers.size(); ++i) {
+      EXPECT_FALSE(never.workers[i].env.contains("SHMCOORD_LEASE_FIRST_FIT"));
+      EXPECT_EQ(always.workers[i].env.at("SHMCOORD_LEASE_FIRST_FIT"), "1");
+      EXPECT_EQ(some.workers[i].env.contains("SHMCOORD_LEASE_FIRST_FIT"), on)
+          << "a trial packs all or none";
+      for (const TrialPlan* q : {&always, &some}) {
+        EXPECT_EQ(q->workers[i].env.contains("SHMCOORD_PAUSE_AT"),
+                  never.workers[i].env.contains("SHMCOORD_PAUSE_AT"));
+        if (never.workers[i].env.contains("SHMCOORD_PAUSE_AT")) {
+          EXPECT_EQ(q->workers[i].env.at("SHMCOORD_PAUSE_AT"),
+                    never.workers[i].env.at("SHMCOORD_PAUSE_AT"));
+        }
+      }
+    }
+  }
+  EXPECT_GT(packed, 5) << "the default share is a half";
+  EXPECT_LT(packed, 35) << "the default share is a half";
+  EXPECT_EQ(validate(base + "1.5"), ":13: 'first_fit' = 1.5 is out of range [0, 1]");
+  EXPECT_EQ(validate(base + "\"yes\""),
+            ":13: 'first_fit' must be a number in [0, 1], not a string");
+}
+
 TEST_F(FaultParams, RlimitFreeListGivesTrialIItsIModNthValueSoTheFirstTrialsVisitEach) {
   const std::string fault =
       "kind = \"rlimit\"\nwhen = \"acquire\"\njob = 0\nrank = 0\nfree = [1, 2, 3]";

@@ -10,6 +10,14 @@
 // is alive; the holds stay far below every deadline). Drawn from the trial's
 // seed, so a replay pauses the same rank at the same pass of the same point.
 //
+// A knob too, as FoundationDB's BUGGIFY turns knobs: in a share of the trials
+// (`first_fit`, default 0.5) every worker takes its lease from the lowest free
+// cell (SHMCOORD_LEASE_FIRST_FIT), so the holders of a namespace are
+// neighbours and an overlap of neighbouring cells shows in any trial with two
+// of them; the other trials keep the library's random start, what users run.
+// Drawn after every other draw of the stream, so each trial pauses what it
+// paused before the knob was added.
+//
 // Never aimed at: a rank already stopping at a point (one stop per rank,
 // pause-at-point, replacement, reused-pid), a rank a launcher starts or one
 // in a container (the supervisor sees only its own children stop, and
@@ -23,13 +31,15 @@ namespace {
 
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   (void)s;
-  if (auto e = only_keys(f, {"probability", "hold", "processes"})) return e;
+  if (auto e = only_keys(f, {"probability", "hold", "processes", "first_fit"})) return e;
   double probability = 0.75;
   if (auto e = param_double(f, "probability", 0.75, 0.0, 1.0, &probability)) return e;
   MsRange hold;
   if (auto e = param_range(f, "hold", MsRange{Ms(1), Ms(20)}, &hold)) return e;
   int processes = 3;
   if (auto e = param_int(f, "processes", 3, 1, 64, &processes)) return e;
+  double first_fit = 0.5;
+  if (auto e = param_share(f, "first_fit", 0.5, &first_fit)) return e;
   if (p.subject != "native") return std::nullopt;
   // Every draw is made whether or not the trial pauses, so the other draws
   // of a trial never depend on which ranks were eligible.
@@ -53,6 +63,9 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
     w->env["SHMCOORD_PAUSE_AT"] = point + ":" + std::to_string(nth);
     w->on_stop = WorkerPlan::OnStop{
         "sometimes", hold_ns, "continue", {{"point", point}, {"nth", nth}, {"hold_ms", hold_ns / 1000000}}};
+  }
+  if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < first_fit) {
+    for (auto& w : p.workers) w.env["SHMCOORD_LEASE_FIRST_FIT"] = "1";
   }
   return std::nullopt;
 }

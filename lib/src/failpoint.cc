@@ -32,6 +32,7 @@ struct Trigger {
 std::atomic<Observer> g_observer{nullptr};
 std::atomic<Observer> g_pause_observer{nullptr};
 std::atomic<bool> g_disarmed{false};
+std::atomic<bool> g_lease_first_fit{false};
 std::atomic<std::uint64_t> g_hits{0};
 std::atomic<std::uint64_t> g_crash_at{0};
 // Named triggers are rare (set by a test or a harness scenario), so the hot
@@ -107,6 +108,14 @@ void init_once() {
         install(Action::kPause, std::move(t));
       } else {
         note_env_error("SHMCOORD_PAUSE_AT", why);
+      }
+    }
+    if (const char* k = std::getenv("SHMCOORD_LEASE_FIRST_FIT"); k && *k) {
+      const std::string_view v(k);
+      if (v == "1" || v == "0") {
+        g_lease_first_fit.store(v == "1");
+      } else {
+        note_env_error("SHMCOORD_LEASE_FIRST_FIT", "'" + std::string(v) + "': must be 1 or 0");
       }
     }
 #endif
@@ -198,6 +207,20 @@ std::string set_pause_spec(std::string_view spec) {
 }
 
 void disarm() { g_disarmed.store(true); }
+
+bool lease_first_fit() {
+#ifdef SHMCOORD_FAILPOINTS
+  init_once();
+  return g_lease_first_fit.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void set_lease_first_fit(bool on) {
+  init_once();
+  g_lease_first_fit.store(on);
+}
 
 std::string env_error() {
   init_once();

@@ -127,6 +127,21 @@ TEST_F(FailpointProcess, ADisarmedProcessPassesItsCrashAndPausePointsUntouched) 
   EXPECT_EQ(wait_child(c), 0);
 }
 
+// Runs this test binary again, only `test` (Suite.Name), as the child of an
+// environment test, with `env` ("VAR=value ...") set; its output, and *rc.
+std::string rerun_with(const std::string& env, const std::string& test, int* rc) {
+  const std::string cmd = "SHMCOORD_FAILPOINT_ENV_CHILD=1 " + env + " /proc/" +
+                          std::to_string(::getpid()) + "/exe --gtest_filter=" + test + " 2>&1";
+  std::string out;
+  *rc = -1;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "popen failed";
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  *rc = ::pclose(p);
+  return out;
+}
+
 // SHMCOORD_PAUSE_AT is read once, at the first point: a malformed value is
 // refused loudly. Runs this test binary again with the variable set.
 TEST(FailpointEnv, MalformedEnvironmentIsRefusedAndReported) {
@@ -136,18 +151,34 @@ TEST(FailpointEnv, MalformedEnvironmentIsRefusedAndReported) {
     std::string err = failpoint::env_error();
     EXPECT_NE(err.find("SHMCOORD_PAUSE_AT: 'no/such/point' is not a shmcoord failpoint"), std::string::npos) << err;
     EXPECT_NE(err.find("SHMCOORD_CRASH_AT"), std::string::npos) << err;
+    EXPECT_NE(err.find("SHMCOORD_LEASE_FIRST_FIT: 'yes': must be 1 or 0"), std::string::npos)
+        << err;
+    EXPECT_FALSE(failpoint::lease_first_fit()) << "a refused value leaves the random start";
     return;
   }
-  std::string cmd = "SHMCOORD_FAILPOINT_ENV_CHILD=1 SHMCOORD_PAUSE_AT=no/such/point:1 SHMCOORD_CRASH_AT=crash/registry/joined:0 "
-                    "/proc/" + std::to_string(::getpid()) + "/exe --gtest_filter=FailpointEnv.MalformedEnvironmentIsRefusedAndReported 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  int rc = ::pclose(p);
+  int rc = 0;
+  const std::string out = rerun_with(
+      "SHMCOORD_PAUSE_AT=no/such/point:1 SHMCOORD_CRASH_AT=crash/registry/joined:0 "
+      "SHMCOORD_LEASE_FIRST_FIT=yes",
+      "FailpointEnv.MalformedEnvironmentIsRefusedAndReported", &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("shmcoord: ignoring SHMCOORD_PAUSE_AT"), std::string::npos) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+}
+
+// SHMCOORD_LEASE_FIRST_FIT=1 is what the harness sets in the trials that pack
+// leases (injectors/sometimes.cc): read once, like the triggers.
+TEST(FailpointEnv, LeaseFirstFitIsReadFromTheEnvironment) {
+  if (std::getenv("SHMCOORD_FAILPOINT_ENV_CHILD")) {
+    EXPECT_TRUE(failpoint::lease_first_fit());
+    EXPECT_EQ(failpoint::env_error(), "");
+    return;
+  }
+  EXPECT_FALSE(failpoint::lease_first_fit()) << "off unless asked for";
+  int rc = 0;
+  const std::string out = rerun_with("SHMCOORD_LEASE_FIRST_FIT=1",
+                                     "FailpointEnv.LeaseFirstFitIsReadFromTheEnvironment", &rc);
+  EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
 #endif

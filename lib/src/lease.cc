@@ -135,8 +135,11 @@ Status take_locked(const Namespace& ns, Entry& e) {
     }
     if (int e2 = failpoint::check("lease/lock")) return std::unexpected(sys_error("fcntl(F_SETLK)", name, e2));
     if (std::string why = locked_whole(fd->get(), name); !why.empty()) return fail(Code::kInUse, why);
-    const std::uint64_t token = random_u64();  // also picks where the search for a free cell starts
-    const std::uint32_t start = static_cast<std::uint32_t>((token >> 17) % kLeaseCells);
+    // The token also picks where the search for a free cell starts, unless a
+    // tester packs the holders (failpoint::lease_first_fit).
+    const std::uint64_t token = random_u64();
+    const std::uint32_t start =
+        failpoint::lease_first_fit() ? 0 : static_cast<std::uint32_t>((token >> 17) % kLeaseCells);
     std::int64_t cell = -1;
     for (std::uint32_t i = 0; i < kLeaseCells && cell < 0; ++i) {
       std::uint32_t c = (start + i) % kLeaseCells;

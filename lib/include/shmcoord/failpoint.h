@@ -13,6 +13,8 @@
 //                                 `point` is passed; a supervisor's SIGCONT
 //                                 resumes us there, so other processes run
 //                                 inside the window meanwhile.
+// - SHMCOORD_LEASE_FIRST_FIT=1     every lease takes the lowest free cell of
+//                                 its namespace's leases file (lease_first_fit).
 // A malformed value or an unknown point name disables that variable and is
 // reported by env_error() (and once on stderr): a typo never silently passes.
 // The observers, if set, hear the point name first so a worker can log where
@@ -146,6 +148,18 @@ std::string env_error();
 // one the supervisor neither watches for the stop nor resumes. Call it in the
 // child (e.g. from a pthread_atfork child handler). Not undone.
 void disarm();
+
+// Whether a lease takes the lowest free cell instead of starting its search at
+// a random one. Random is the default: a take then costs one lock attempt
+// however many processes hold cells. Lowest-first packs a namespace's live
+// holders into adjacent cells, so a cell layout that lets neighbours overlap
+// (one holder's token written over the next one's) shows in any trial of two
+// holders, not in about one of 16,384 / k^2. From SHMCOORD_LEASE_FIRST_FIT
+// ("1" on, "0" off; anything else is refused like a bad trigger), or
+// set_lease_first_fit. Not a trigger: disarm() leaves it, and a forked child
+// takes its own lease the same way. Always false without failpoints.
+bool lease_first_fit();
+void set_lease_first_fit(bool on);
 
 // Called by the library at each syscall point. Returns the errno to inject (0: proceed).
 int check(const char* point);
