@@ -95,10 +95,15 @@ std::optional<std::string> param_double(const FaultSpec& f, const std::string& k
   *out = def;
   if (!f.params.contains(key)) return std::nullopt;
   const auto& v = f.params[key];
-  auto range = "(" + nlohmann::json(lo_excl).dump() + ", " + nlohmann::json(hi_incl).dump() + "]";
-  if (!v.is_number()) return quoted(key) + " must be a number in " + range + ", not " + json_type(v);
+  // Built only for an error: validation plans every fault hundreds of times.
+  auto range = [&] {
+    return "(" + nlohmann::json(lo_excl).dump() + ", " + nlohmann::json(hi_incl).dump() + "]";
+  };
+  if (!v.is_number())
+    return quoted(key) + " must be a number in " + range() + ", not " + json_type(v);
   double x = v.get<double>();
-  if (!(x > lo_excl && x <= hi_incl)) return quoted(key) + " = " + v.dump() + " is out of range " + range;
+  if (!(x > lo_excl && x <= hi_incl))
+    return quoted(key) + " = " + v.dump() + " is out of range " + range();
   *out = x;
   return std::nullopt;
 }
@@ -127,9 +132,12 @@ std::optional<std::string> param_bool(const FaultSpec& f, const std::string& key
 std::optional<std::string> param_string(const FaultSpec& f, const std::string& key, const std::string& def,
                                         std::initializer_list<const char*> allowed, std::string* out) {
   *out = def;
-  std::string words;
-  for (const char* a : allowed) words += (words.empty() ? "" : ", ") + std::string(a);
-  auto why = [&] { return quoted(key) + (allowed.size() ? " must be one of " + words : " must be a non-empty string"); };
+  auto why = [&] {
+    std::string words;
+    for (const char* a : allowed) words += (words.empty() ? "" : ", ") + std::string(a);
+    return quoted(key) +
+           (allowed.size() ? " must be one of " + words : " must be a non-empty string");
+  };
   if (!f.params.contains(key)) return std::nullopt;
   const auto& v = f.params[key];
   if (!v.is_string()) return why() + ", not " + json_type(v);
@@ -147,19 +155,23 @@ std::optional<std::string> param_strings(const FaultSpec& f, const std::string& 
   *out = def;
   if (!f.params.contains(key)) return std::nullopt;
   const auto& v = f.params[key];
-  const std::string why = quoted(key) + " must be a non-empty string or a non-empty list of them";
+  auto why = [&] {
+    return quoted(key) + " must be a non-empty string or a non-empty list of them";
+  };
   out->clear();
   if (v.is_string()) {
     out->push_back(v.get<std::string>());
   } else if (v.is_array()) {
     for (const auto& x : v) {
-      if (!x.is_string()) return why + " (an element is " + json_type(x) + ")";
+      if (!x.is_string()) return why() + " (an element is " + json_type(x) + ")";
       out->push_back(x.get<std::string>());
     }
   } else {
-    return why + ", not " + json_type(v);
+    return why() + ", not " + json_type(v);
   }
-  if (out->empty() || std::any_of(out->begin(), out->end(), [](const std::string& x) { return x.empty(); })) return why;
+  if (out->empty() ||
+      std::any_of(out->begin(), out->end(), [](const std::string& x) { return x.empty(); }))
+    return why();
   return std::nullopt;
 }
 
@@ -168,13 +180,16 @@ std::optional<std::string> param_ints(const FaultSpec& f, const std::string& key
   *out = def;
   if (!f.params.contains(key)) return std::nullopt;
   const auto& v = f.params[key];
-  const std::string why = quoted(key) + " must be a non-empty list of integers in [" + std::to_string(lo) + ", " +
-                          std::to_string(hi) + "]";
-  if (!v.is_array() || v.empty()) return why + (v.is_array() ? "" : std::string(", not ") + json_type(v));
+  auto why = [&] {
+    return quoted(key) + " must be a non-empty list of integers in [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "]";
+  };
+  if (!v.is_array() || v.empty())
+    return why() + (v.is_array() ? "" : std::string(", not ") + json_type(v));
   out->clear();
   for (const auto& x : v) {
     std::int64_t n = 0;
-    if (!as_int64(x, &n) || n < lo || n > hi) return why + " (got " + x.dump() + ")";
+    if (!as_int64(x, &n) || n < lo || n > hi) return why() + " (got " + x.dump() + ")";
     out->push_back(static_cast<int>(n));
   }
   return std::nullopt;
@@ -333,11 +348,14 @@ std::optional<std::string> check_failpoint(const std::string& key, const std::st
 
 std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::string& def_point, std::string* point,
                                       int* nth, int* pass) {
-  std::vector<std::string> points;
-  if (auto e = param_strings(f, "point", {def_point}, &points)) return e;
-  if (points.size() == 1 && points[0] == "*") points = window_points();
-  for (const auto& p : points) {
-    if (auto e = check_failpoint("point", p)) return e;
+  std::vector<std::string> listed;
+  if (auto e = param_strings(f, "point", {def_point}, &listed)) return e;
+  // "*" is the table's own window points: nothing to check, built once.
+  static const std::vector<std::string> kWindows = window_points();
+  const bool all = listed.size() == 1 && listed[0] == "*";
+  const std::vector<std::string>& points = all ? kWindows : listed;
+  for (std::size_t i = 0; !all && i < listed.size(); ++i) {
+    if (auto e = check_failpoint("point", listed[i])) return e;
   }
   if (f.params.contains("nth") && f.params.contains("enumerate")) return std::string("give 'nth' or 'enumerate', not both");
   int k = 1;

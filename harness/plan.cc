@@ -166,7 +166,7 @@ TrialPlan unseeded_plan(const Scenario& s) {
   return p;
 }
 
-void seed_plan(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial) {
+void seed_trial(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial) {
   p.trial = trial;
   p.run_seed = run_seed;
   p.seed = derive_seed(run_seed, s.name, static_cast<std::uint64_t>(trial));
@@ -174,6 +174,10 @@ void seed_plan(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int tria
     if (!s.jobs[static_cast<std::size_t>(lp.job)].launcher.default_run_id)
       lp.run_id = "job" + std::to_string(lp.job) + "-" + std::to_string(p.seed % 1000000007ULL);
   }
+}
+
+void seed_plan(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial) {
+  seed_trial(p, s, run_seed, trial);
   for (auto& wp : p.workers) {
     wp.env["SHMSTRESS_SEED"] = std::to_string(derive_seed(
         p.seed, "worker",

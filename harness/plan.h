@@ -168,6 +168,9 @@ TrialPlan base_plan(const Scenario& s, std::uint64_t run_seed, int trial);
 // JSON environment each time.
 TrialPlan unseeded_plan(const Scenario& s);
 void seed_plan(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial);
+// seed_plan without the workers' seeds (SHMSTRESS_SEED), which no injector
+// reads: what validation's draws need, one map insertion a worker cheaper.
+void seed_trial(TrialPlan& p, const Scenario& s, std::uint64_t run_seed, int trial);
 
 // The launcher that starts `job`'s ranks, if any.
 const LauncherPlan* launcher_of(const TrialPlan& p, int job);

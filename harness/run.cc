@@ -125,7 +125,7 @@ std::optional<std::string> faults_conflict(const Scenario& s, const std::string&
   TrialPlan plan;
   for (int trial = 0; trial < kValidationTrials && !s.faults.empty(); ++trial) {
     plan = base;
-    seed_plan(plan, s, 1, trial);
+    seed_trial(plan, s, 1, trial);
     Rng rng(plan.seed);
     std::map<std::string, int> seeded;  // "where:name" -> the line of the fault that seeds it
     for (const auto& fault : s.faults) {

@@ -28,15 +28,19 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   // nth = [a, b, ...]: the rank stops at each of these passes, a window each,
   // so one trial pauses one protocol at several of its moments.
   std::vector<int> nths;
-  FaultSpec g = f;
+  // pick_point reads the params without the list: a copy, only then (a
+  // fault is planned hundreds of times at load).
+  std::optional<FaultSpec> without_list;
   if (f.params.contains("nth") && f.params["nth"].is_array()) {
     if (f.params.contains("enumerate")) return std::string("give 'nth' or 'enumerate', not both");
     if (auto e = param_ints(f, "nth", {1}, 1, 1000000, &nths)) return e;
-    g.params.erase("nth");
+    without_list = f;
+    without_list->params.erase("nth");
   }
   std::string point;
   int nth = 1, pass = 0;
-  if (auto e = pick_point(g, p.trial, "", &point, &nth, &pass)) return e;
+  if (auto e = pick_point(without_list ? *without_list : f, p.trial, "", &point, &nth, &pass))
+    return e;
   if (nths.empty()) nths = {nth};
   std::sort(nths.begin(), nths.end());
   nths.erase(std::unique(nths.begin(), nths.end()), nths.end());
