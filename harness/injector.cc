@@ -90,34 +90,38 @@ std::optional<std::string> param_int(const FaultSpec& f, const std::string& key,
   return e;
 }
 
-std::optional<std::string> param_double(const FaultSpec& f, const std::string& key, double def, double lo_excl,
-                                        double hi_incl, double* out) {
+namespace {
+
+// A number in [lo, hi] or (lo, hi].
+std::optional<std::string> param_number(const FaultSpec& f, const std::string& key, double def,
+                                        double lo, bool lo_inclusive, double hi, double* out) {
   *out = def;
   if (!f.params.contains(key)) return std::nullopt;
   const auto& v = f.params[key];
   // Built only for an error: validation plans every fault hundreds of times.
   auto range = [&] {
-    return "(" + nlohmann::json(lo_excl).dump() + ", " + nlohmann::json(hi_incl).dump() + "]";
+    return (lo_inclusive ? "[" : "(") + nlohmann::json(lo).dump() + ", " +
+           nlohmann::json(hi).dump() + "]";
   };
   if (!v.is_number())
     return quoted(key) + " must be a number in " + range() + ", not " + json_type(v);
-  double x = v.get<double>();
-  if (!(x > lo_excl && x <= hi_incl))
+  const double x = v.get<double>();
+  if (!((lo_inclusive ? x >= lo : x > lo) && x <= hi))
     return quoted(key) + " = " + v.dump() + " is out of range " + range();
   *out = x;
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::string> param_double(const FaultSpec& f, const std::string& key, double def,
+                                        double lo_excl, double hi_incl, double* out) {
+  return param_number(f, key, def, lo_excl, false, hi_incl, out);
+}
+
 std::optional<std::string> param_share(const FaultSpec& f, const std::string& key, double def,
                                        double* out) {
-  *out = def;
-  if (!f.params.contains(key)) return std::nullopt;
-  const auto& v = f.params[key];
-  if (!v.is_number()) return quoted(key) + " must be a number in [0, 1], not " + json_type(v);
-  const double x = v.get<double>();
-  if (!(x >= 0.0 && x <= 1.0)) return quoted(key) + " = " + v.dump() + " is out of range [0, 1]";
-  *out = x;
-  return std::nullopt;
+  return param_number(f, key, def, 0.0, true, 1.0, out);
 }
 
 std::optional<std::string> param_bool(const FaultSpec& f, const std::string& key, bool def, bool* out) {

@@ -1,7 +1,10 @@
 // A fault kind. Each lives in one file in injectors/ and registers with one
 // line: SHMSTRESS_REGISTER_INJECTOR("kind", "summary", plan_fn). An injector
 // only *plans*: from its [[fault]] params, the trial's seeded rng and the trial
-// index it adds timed actions and per-worker environment to the TrialPlan. The
+// index it adds timed actions and per-worker environment to the TrialPlan. It
+// reads no worker environment but what it or an earlier fault of the trial
+// set: validation plans each fault hundreds of times into plans without the
+// workers' protocol variables and seeds (validation_plan, seed_trial). The
 // supervisor carries the actions out, logs each as a fault event, and heals
 // (SIGCONT to every worker, then teardown) whatever happens, so a plan is
 // replayable and nothing an injector does outlives the trial.

@@ -495,10 +495,17 @@ TEST_F(FaultParams, SometimesArmsOnlyRanksNoOtherFaultStopsAndDrawsFromTheTrialS
   EXPECT_EQ(most, 3);
 }
 
-// The lease knob is drawn after every pause draw: a trial stops the ranks it
-// stopped without the knob, and packs all of its workers' leases or none.
-TEST_F(FaultParams, SometimesPacksEveryLeaseOfAShareOfTrialsWithoutMovingItsPauses) {
+// What a trial pauses does not depend on the knob's share (its draw comes
+// after every pause draw), and a trial packs the leases of all its workers,
+// the ghosts reused-pid runs among them, or of none.
+TEST_F(FaultParams, SometimesPacksEveryLeaseOfAShareOfTrialsWhateverItPauses) {
   const std::string base = "kind = \"sometimes\"\nprobability = 1.0\nfirst_fit = ";
+  const std::string ghost = "kind = \"reused-pid\"\n[[fault]]\n";
+  const TrialPlan with_ghost = plan(ghost + base + "1.0");
+  ASSERT_EQ(with_ghost.ghosts.size(), 1u);
+  EXPECT_EQ(with_ghost.ghosts[0].worker.env.at("SHMCOORD_LEASE_FIRST_FIT"), "1");
+  EXPECT_FALSE(
+      plan(ghost + base + "0.0").ghosts.at(0).worker.env.contains("SHMCOORD_LEASE_FIRST_FIT"));
   int packed = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const TrialPlan never = plan(base + "0.0", trial), always = plan(base + "1.0", trial),
@@ -523,9 +530,9 @@ TEST_F(FaultParams, SometimesPacksEveryLeaseOfAShareOfTrialsWithoutMovingItsPaus
   }
   EXPECT_GT(packed, 5) << "the default share is a half";
   EXPECT_LT(packed, 35) << "the default share is a half";
-  EXPECT_EQ(validate(base + "1.5"), ":13: 'first_fit' = 1.5 is out of range [0, 1]");
+  EXPECT_EQ(validate(base + "1.5"), ":13: 'first_fit' = 1.5 is out of range [0.0, 1.0]");
   EXPECT_EQ(validate(base + "\"yes\""),
-            ":13: 'first_fit' must be a number in [0, 1], not a string");
+            ":13: 'first_fit' must be a number in [0.0, 1.0], not a string");
 }
 
 TEST_F(FaultParams, RlimitFreeListGivesTrialIItsIModNthValueSoTheFirstTrialsVisitEach) {
@@ -544,7 +551,9 @@ TEST_F(FaultParams, RlimitFreeListGivesTrialIItsIModNthValueSoTheFirstTrialsVisi
 
 TEST_F(FaultParams, SometimesAimsAtTheNativeSubjectOnly) {
   const std::string file = (dir_ / "n.toml").string();
-  std::ofstream(file) << "description = \"x\"\n" << kJobs << "\n[[fault]]\nkind = \"sometimes\"\nprobability = 1.0\n";
+  std::ofstream(file) << "description = \"x\"\n"
+                      << kJobs
+                      << "\n[[fault]]\nkind = \"sometimes\"\nprobability = 1.0\nfirst_fit = 1.0\n";
   std::vector<Scenario> out;
   std::string err;
   ASSERT_TRUE(load_and_validate({file}, &out, &err)) << err;
@@ -555,11 +564,15 @@ TEST_F(FaultParams, SometimesAimsAtTheNativeSubjectOnly) {
   for (const auto& w : p.workers) {
     EXPECT_FALSE(w.on_stop.has_value());
     EXPECT_FALSE(w.env.contains("SHMCOORD_PAUSE_AT"));
+    EXPECT_FALSE(w.env.contains("SHMCOORD_LEASE_FIRST_FIT")) << "the knob is shmcoord's too";
   }
 }
 
 TEST_F(FaultParams, SometimesRefusesAProbabilityOutsideZeroToOneAndUnknownKeys) {
-  EXPECT_NE(validate("kind = \"sometimes\"\nprobability = 0.0").find(":12: 'probability'"), std::string::npos);
+  EXPECT_NE(validate("kind = \"sometimes\"\nprobability = -0.1").find(":12: 'probability'"),
+            std::string::npos);
+  // 0: no pauses, the lease knob alone.
+  EXPECT_EQ(validate("kind = \"sometimes\"\nprobability = 0.0\nfirst_fit = 1.0"), "");
   EXPECT_NE(validate("kind = \"sometimes\"\nprobability = 1.5").find(":12: 'probability'"), std::string::npos);
   EXPECT_NE(validate("kind = \"sometimes\"\npoint = \"crash/registry/after-claim\"").find("point"),
             std::string::npos);

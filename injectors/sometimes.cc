@@ -11,14 +11,13 @@
 // seed, so a replay pauses the same rank at the same pass of the same point.
 //
 // A knob too, as FoundationDB's BUGGIFY turns knobs: in a share of the trials
-// (`first_fit`, default 0.5) every worker takes its lease from the lowest free
-// cell (SHMCOORD_LEASE_FIRST_FIT), so the holders of a namespace are
-// neighbours and an overlap of neighbouring cells shows in any trial with two
-// of them; the other trials keep the library's random start, what users run.
-// Drawn after every other draw of the stream, so each trial pauses what it
-// paused before the knob was added.
+// (`first_fit`, default 0.5) every worker (and reused-pid's ghosts) takes its lease from the lowest
+// free cell (SHMCOORD_LEASE_FIRST_FIT), so the holders of a namespace are neighbours and an overlap
+// of neighbouring cells shows in any trial with two of them; the other trials keep the library's
+// random start, what users run. Drawn after every other draw of the stream, so each trial pauses
+// what it paused before the knob was added.
 //
-// Never aimed at: a rank already stopping at a point (one stop per rank,
+// The pauses never aim at: a rank already stopping at a point (one stop per rank,
 // pause-at-point, replacement, reused-pid), a rank a launcher starts or one
 // in a container (the supervisor sees only its own children stop, and
 // nobody would resume it), and any subject but the native one (the points
@@ -32,8 +31,9 @@ namespace {
 std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng, TrialPlan& p) {
   (void)s;
   if (auto e = only_keys(f, {"probability", "hold", "processes", "first_fit"})) return e;
+  // 0: no pauses, only the knob below (e.g. a shrunk lease-layout failure).
   double probability = 0.75;
-  if (auto e = param_double(f, "probability", 0.75, 0.0, 1.0, &probability)) return e;
+  if (auto e = param_share(f, "probability", 0.75, &probability)) return e;
   MsRange hold;
   if (auto e = param_range(f, "hold", MsRange{Ms(1), Ms(20)}, &hold)) return e;
   int processes = 3;
@@ -66,15 +66,18 @@ std::optional<std::string> plan(const FaultSpec& f, const Scenario& s, Rng& rng,
   }
   if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < first_fit) {
     for (auto& w : p.workers) w.env["SHMCOORD_LEASE_FIRST_FIT"] = "1";
+    for (auto& g : p.ghosts)
+      g.worker.env["SHMCOORD_LEASE_FIRST_FIT"] = "1";  // they take leases too
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-SHMSTRESS_REGISTER_INJECTOR("sometimes",
-                            "in some trials a rank or two stop for a few ms at a random failpoint (added to every "
-                            "native scenario)",
-                            plan);
+SHMSTRESS_REGISTER_INJECTOR(
+    "sometimes",
+    "in some trials a rank or two stop for a few ms at a random failpoint, and in half "
+    "of them every lease takes the lowest free cell (added to every native scenario)",
+    plan);
 
 }  // namespace harness

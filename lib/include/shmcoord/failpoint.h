@@ -139,7 +139,8 @@ void set_crash_at(std::uint64_t k);
 // ("" disables). Returns "" if accepted, else why not (and changes nothing).
 std::string set_crash_spec(std::string_view spec);
 std::string set_pause_spec(std::string_view spec);
-// Why a SHMCOORD_CRASH_AT / SHMCOORD_PAUSE_AT value was refused, "" if none.
+// Why a SHMCOORD_CRASH_AT / SHMCOORD_PAUSE_AT / SHMCOORD_LEASE_FIRST_FIT value
+// was refused, "" if none.
 std::string env_error();
 // From now on this process passes every point as if no trigger were set
 // (environment, programmatic or libfiu). A supervisor aims a crash or a pause
@@ -155,7 +156,8 @@ void disarm();
 // holders into adjacent cells, so a cell layout that lets neighbours overlap
 // (one holder's token written over the next one's) shows in any trial of two
 // holders, not in about one of 16,384 / k^2. From SHMCOORD_LEASE_FIRST_FIT
-// ("1" on, "0" off; anything else is refused like a bad trigger), or
+// ("1" on, "0" off, empty as unset; anything else is refused like a bad
+// trigger), or
 // set_lease_first_fit. Not a trigger: disarm() leaves it, and a forked child
 // takes its own lease the same way. Always false without failpoints.
 bool lease_first_fit();
