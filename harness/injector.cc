@@ -358,8 +358,10 @@ std::optional<std::string> pick_point(const FaultSpec& f, int trial, const std::
   static const std::vector<std::string> kWindows = window_points();
   const bool all = listed.size() == 1 && listed[0] == "*";
   const std::vector<std::string>& points = all ? kWindows : listed;
-  for (std::size_t i = 0; !all && i < listed.size(); ++i) {
-    if (auto e = check_failpoint("point", listed[i])) return e;
+  if (!all) {
+    for (const auto& p : listed) {
+      if (auto e = check_failpoint("point", p)) return e;
+    }
   }
   if (f.params.contains("nth") && f.params.contains("enumerate")) return std::string("give 'nth' or 'enumerate', not both");
   int k = 1;

@@ -10,12 +10,13 @@
 // is alive; the holds stay far below every deadline). Drawn from the trial's
 // seed, so a replay pauses the same rank at the same pass of the same point.
 //
-// A knob too, as FoundationDB's BUGGIFY turns knobs: in a share of the trials
-// (`first_fit`, default 0.5) every worker (and reused-pid's ghosts) takes its lease from the lowest
-// free cell (SHMCOORD_LEASE_FIRST_FIT), so the holders of a namespace are neighbours and an overlap
-// of neighbouring cells shows in any trial with two of them; the other trials keep the library's
-// random start, what users run. Drawn after every other draw of the stream, so each trial pauses
-// what it paused before the knob was added.
+// A knob too, as FoundationDB's BUGGIFY turns knobs: in a share of the
+// trials (`first_fit`, default 0.5) every worker, reused-pid's ghosts among
+// them, takes its lease from the lowest free cell (SHMCOORD_LEASE_FIRST_FIT),
+// so the holders of a namespace are neighbours and an overlap of neighbouring
+// cells shows in any trial with two of them; the other trials keep the
+// library's random start, what users run. Drawn after every other draw of the
+// stream, so each trial pauses what it paused before the knob was added.
 //
 // The pauses never aim at: a rank already stopping at a point (one stop per rank,
 // pause-at-point, replacement, reused-pid), a rank a launcher starts or one

@@ -157,8 +157,7 @@ void disarm();
 // (one holder's token written over the next one's) shows in any trial of two
 // holders, not in about one of 16,384 / k^2. From SHMCOORD_LEASE_FIRST_FIT
 // ("1" on, "0" off, empty as unset; anything else is refused like a bad
-// trigger), or
-// set_lease_first_fit. Not a trigger: disarm() leaves it, and a forked child
+// trigger), or set_lease_first_fit. Not a trigger: disarm() leaves it, and a forked child
 // takes its own lease the same way. Always false without failpoints.
 bool lease_first_fit();
 void set_lease_first_fit(bool on);
